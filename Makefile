@@ -1,0 +1,25 @@
+# The two commands of the README: `make demo` (the main job) and `make test`.
+PYTHON_SYSTEM ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test demo bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON_SYSTEM) -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet -r requirements.txt
+	$(PYTHON) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PYTHON) -m pytest -q
+
+bench: setup
+	$(PYTHON) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

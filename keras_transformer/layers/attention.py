@@ -1,0 +1,214 @@
+"""Multi-head attention: projections, heads split and merged, optional key/value cache.
+
+Shape notation: B batch, T queries, S keys (context length), M model width
+(d_model), H heads, D head size (M / H), L cache length.
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer.ops import checks
+from keras_transformer.ops.attention import NORMALIZATIONS
+from keras_transformer.ops.attention import scaled_dot_product_attention
+from keras_transformer.ops.masks import compute_attention_mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention, for self- and cross-attention.
+
+    Projects queries from `query` and keys/values from `context` (or from `query`
+    when no context is given) into H heads of size D, computes
+    softmax(Q Kᵀ / √D) V per head (`keras_transformer.ops.attention`), merges the
+    heads and projects back to M. Masks come from the one mask helper
+    (`keras_transformer.ops.masks`).
+
+    Args:
+        num_heads: H, number of attention heads.
+        key_dim: D, size of each head; defaults to M / H (M must then divide by H).
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        causal: if True, position i attends only to positions <= i.
+        window: optional int w: position i attends only to |i - j| <= w (local
+            attention). Meant for self-attention.
+        normalize: "softmax" (the paper) or "relu" (ReLU(scores) / S).
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the projection biases.
+        **kwargs: `keras.layers.Layer` arguments (name, dtype, ...).
+
+    Call arguments:
+        query: (B, T, M) floats.
+        context: optional (B, S, Mc) floats to attend to (cross-attention).
+        query_padding_mask: optional (B, T) booleans, True for real tokens. In
+            self-attention it masks the keys; padded queries are left unmasked (their
+            outputs are never read, and masking whole rows only costs time).
+        context_padding_mask: optional (B, S) booleans for the context.
+        attention_mask: optional (B, T, S) booleans ANDed with the others.
+        cache: optional key/value cache (B, 2, L, H, D). With `cache_index`, the
+            keys and values of `query` are written at `cache_index` and attention
+            runs over the whole cache (entries past the current position are hidden
+            causally). Without `cache_index` the cache is read-only: the keys and
+            values of a context computed once by `compute_key_value`.
+        cache_index: int or scalar int tensor, position of `query[:, 0]`.
+        return_attention_scores: also return the (B, H, T, S) weights.
+        training: whether dropout is active.
+
+    Returns:
+        outputs (B, T, M); then the attention weights if asked; then the updated
+        cache if a cache was given.
+
+    Example:
+        >>> layer = MultiHeadSelfAttention(num_heads=4, causal=True)
+        >>> x = keras.random.normal((2, 7, 64))
+        >>> layer(x).shape
+        (2, 7, 64)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        causal=False,
+        window=None,
+        normalize="softmax",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = checks.check_positive_int("num_heads", num_heads)
+        self.key_dim = checks.check_optional_positive_int("key_dim", key_dim)
+        self.dropout = checks.check_rate("dropout", dropout)
+        self.use_bias = bool(use_bias)
+        self.causal = bool(causal)
+        self.window = checks.check_optional_positive_int("window", window)
+        self.normalize = checks.check_choice("normalize", normalize, NORMALIZATIONS)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, query_shape, context_shape=None):
+        checks.check_rank("query", query_shape, 3)
+        model_dim = query_shape[-1]
+        if self.key_dim is None:
+            checks.check_divisible("d_model", model_dim, "num_heads", self.num_heads)
+            self.head_dim = model_dim // self.num_heads
+        else:
+            self.head_dim = self.key_dim
+        if context_shape is not None:
+            checks.check_rank("context", context_shape, 3)
+        context_dim = model_dim if context_shape is None else context_shape[-1]
+        heads = (self.num_heads, self.head_dim)
+
+        def projection(name, equation, output_shape, bias_axes):
+            return keras.layers.EinsumDense(
+                equation,
+                output_shape=output_shape,
+                bias_axes=bias_axes if self.use_bias else None,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.query_dense = projection("query", "btm,mhd->bthd", (None, *heads), "hd")
+        self.query_dense.build(query_shape)
+        kv_input_shape = (query_shape[0], None, context_dim)
+        self.key_dense = projection("key", "bsm,mhd->bshd", (None, *heads), "hd")
+        self.key_dense.build(kv_input_shape)
+        self.value_dense = projection("value", "bsm,mhd->bshd", (None, *heads), "hd")
+        self.value_dense.build(kv_input_shape)
+        self.output_dense = projection("attention_output", "bthd,hdm->btm", (None, model_dim), "m")
+        self.output_dense.build((query_shape[0], None, *heads))
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def compute_key_value(self, context):
+        """Projects `context` (B, S, Mc) to a read-only cache (B, 2, S, H, D)."""
+        return ops.stack([self.key_dense(context), self.value_dense(context)], axis=1)
+
+    def call(
+        self,
+        query,
+        context=None,
+        query_padding_mask=None,
+        context_padding_mask=None,
+        attention_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        checks.check_floating("query", query.dtype)
+        is_cross_attention = context is not None or (cache is not None and cache_index is None)
+        query_heads = self.query_dense(query)
+        query_offset = 0
+        causal = self.causal
+        if cache is not None and cache_index is None:
+            # Cross-attention during decoding: keys and values were projected once.
+            key_heads, value_heads = cache[:, 0], cache[:, 1]
+        else:
+            source = query if context is None else context
+            key_heads = self.key_dense(source)
+            value_heads = self.value_dense(source)
+            if cache is not None:
+                # Self-attention step: write this step's keys/values at the index and
+                # attend over the whole cache. Unwritten entries lie in the future,
+                # so the causal constraint (offset by the index) always applies.
+                update = ops.stack([key_heads, value_heads], axis=1)
+                start = [0, 0, cache_index, 0, 0]
+                cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
+                key_heads, value_heads = cache[:, 0], cache[:, 1]
+                query_offset = cache_index
+                causal = True
+        if is_cross_attention:
+            key_padding_mask = context_padding_mask
+        else:
+            key_padding_mask = None if cache is not None else query_padding_mask
+        mask = compute_attention_mask(
+            query_length=ops.shape(query_heads)[1],
+            key_length=ops.shape(key_heads)[1],
+            key_padding_mask=key_padding_mask,
+            causal=causal and not is_cross_attention,
+            window=None if is_cross_attention else self.window,
+            query_offset=query_offset,
+            attention_mask=attention_mask,
+        )
+        attended, weights = scaled_dot_product_attention(
+            query_heads,
+            key_heads,
+            value_heads,
+            mask=mask,
+            normalize=self.normalize,
+            dropout_layer=self.dropout_layer if self.dropout > 0 else None,
+            training=training,
+        )
+        outputs = self.output_dense(attended)
+        results = [outputs]
+        if return_attention_scores:
+            results.append(weights)
+        if cache is not None:
+            results.append(cache)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def compute_mask(self, query, mask=None, **kwargs):
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "causal": self.causal,
+                "window": self.window,
+                "normalize": self.normalize,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,110 @@
+"""What encoder and decoder blocks share: their options and the residual add & norm.
+
+Post-LN (the paper): x = LayerNorm(x + Dropout(Sublayer(x))).
+Pre-LN (`norm_first=True`): x = x + Dropout(Sublayer(LayerNorm(x))); stabler for
+deep stacks and large learning rates, and needs a final LayerNorm after the stack.
+"""
+
+import keras
+
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.ops import checks
+from keras_transformer.ops.attention import NORMALIZATIONS
+
+
+class TransformerBlock(keras.layers.Layer):
+    """Base of `EncoderBlock` and `DecoderBlock`: options, norms and residuals.
+
+    Args:
+        num_heads: attention heads.
+        inner_dim: width of the feed-forward layer (d_ff).
+        dropout: dropout on each sub-layer's output before the residual add, and
+            inside the feed-forward layer.
+        attention_dropout: dropout on the attention weights.
+        activation: feed-forward activation.
+        norm_first: pre-LN when True, the paper's post-LN when False.
+        layer_norm_epsilon: epsilon of every LayerNormalization.
+        window: optional local-attention window for self-attention.
+        normalize: "softmax" or "relu" normalisation of the attention scores.
+        kernel_initializer: initializer of every kernel.
+        **kwargs: `keras.layers.Layer` arguments.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        inner_dim,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        window=None,
+        normalize="softmax",
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = checks.check_positive_int("num_heads", num_heads)
+        self.inner_dim = checks.check_positive_int("inner_dim", inner_dim)
+        self.dropout = checks.check_rate("dropout", dropout)
+        self.attention_dropout = checks.check_rate("attention_dropout", attention_dropout)
+        self.activation = keras.activations.get(activation)
+        self.norm_first = bool(norm_first)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.window = checks.check_optional_positive_int("window", window)
+        self.normalize = checks.check_choice("normalize", normalize, NORMALIZATIONS)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def _make_norm(self, name, inputs_shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        norm.build(inputs_shape)
+        return norm
+
+    def _make_feed_forward(self, inputs_shape):
+        feed_forward = FeedForward(
+            self.inner_dim,
+            activation=self.activation,
+            dropout=self.dropout,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        feed_forward.build(inputs_shape)
+        return feed_forward
+
+    def _make_dropout(self):
+        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _sublayer_input(self, residual, norm):
+        """What a sub-layer reads: the normalised stream in pre-LN, the raw one otherwise."""
+        return norm(residual) if self.norm_first else residual
+
+    def _add_and_norm(self, residual, sublayer_output, norm, training):
+        """Adds the (dropped-out) sub-layer output to the stream, then post-LN."""
+        outputs = residual + self.dropout_layer(sublayer_output, training=training)
+        return outputs if self.norm_first else norm(outputs)
+
+    def compute_mask(self, inputs, mask=None, **kwargs):
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "inner_dim": self.inner_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "window": self.window,
+                "normalize": self.normalize,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,121 @@
+"""The decoder block: causal self-attention → add & norm → cross-attention → add &
+norm → feed-forward → add & norm.
+
+Shape notation: B batch, T target length, S source length, M model width, H heads,
+D head size, L cache length.
+"""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadSelfAttention
+from keras_transformer.layers.block import TransformerBlock
+from keras_transformer.ops import checks
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderBlock(TransformerBlock):
+    """One decoder layer of "Attention Is All You Need" (section 3.1).
+
+    The self-attention is causal: position i sees only positions <= i. The
+    cross-attention attends to the encoder's output. Takes the arguments of
+    `TransformerBlock`.
+
+    Call arguments:
+        inputs: (B, T, M) target-side stream.
+        encoder_outputs: (B, S, M) encoder output; may be None when
+            `cross_attention_cache` holds its projected keys and values.
+        decoder_padding_mask: optional (B, T) booleans, True for real tokens.
+        encoder_padding_mask: optional (B, S) booleans, True for real tokens.
+        self_attention_cache: optional (B, 2, L, H, D) cache, written at `cache_index`.
+        cross_attention_cache: optional (B, 2, S, H, D) keys and values of the
+            encoder output, from `compute_cross_attention_cache`.
+        cache_index: position of `inputs[:, 0]` when decoding with a cache.
+        return_attention_scores: also return the self-attention (B, H, T, L or T)
+            and cross-attention (B, H, T, S) weights.
+        training: whether dropout is active.
+
+    Returns:
+        outputs (B, T, M); then `(self_weights, cross_weights)` if asked; then the
+        updated self-attention cache if one was given.
+    """
+
+    def build(self, inputs_shape, encoder_outputs_shape=None):
+        checks.check_rank("inputs", inputs_shape, 3)
+        if encoder_outputs_shape is None:
+            encoder_outputs_shape = inputs_shape
+        checks.check_rank("encoder_outputs", encoder_outputs_shape, 3)
+        self.self_attention = MultiHeadSelfAttention(
+            self.num_heads,
+            dropout=self.attention_dropout,
+            causal=True,
+            window=self.window,
+            normalize=self.normalize,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="self_attention",
+        )
+        self.self_attention.build(inputs_shape)
+        self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
+        self.cross_attention = MultiHeadSelfAttention(
+            self.num_heads,
+            dropout=self.attention_dropout,
+            normalize=self.normalize,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="cross_attention",
+        )
+        self.cross_attention.build(inputs_shape, encoder_outputs_shape)
+        self.cross_attention_norm = self._make_norm("cross_attention_norm", inputs_shape)
+        self.feed_forward = self._make_feed_forward(inputs_shape)
+        self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)
+        self.dropout_layer = self._make_dropout()
+        self.built = True
+
+    def compute_cross_attention_cache(self, encoder_outputs):
+        """Projects the encoder output once: (B, S, M) → (B, 2, S, H, D)."""
+        return self.cross_attention.compute_key_value(encoder_outputs)
+
+    def call(
+        self,
+        inputs,
+        encoder_outputs=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        self_results = self.self_attention(
+            self._sublayer_input(inputs, self.self_attention_norm),
+            query_padding_mask=decoder_padding_mask,
+            cache=self_attention_cache,
+            cache_index=cache_index,
+            return_attention_scores=True,
+            training=training,
+        )
+        attended, self_weights = self_results[0], self_results[1]
+        x = self._add_and_norm(inputs, attended, self.self_attention_norm, training)
+
+        attended, cross_weights = self.cross_attention(
+            self._sublayer_input(x, self.cross_attention_norm),
+            context=encoder_outputs if cross_attention_cache is None else None,
+            query_padding_mask=decoder_padding_mask,
+            context_padding_mask=encoder_padding_mask,
+            cache=cross_attention_cache,
+            return_attention_scores=True,
+            training=training,
+        )[:2]
+        x = self._add_and_norm(x, attended, self.cross_attention_norm, training)
+
+        transformed = self.feed_forward(
+            self._sublayer_input(x, self.feed_forward_norm), training=training
+        )
+        outputs = self._add_and_norm(x, transformed, self.feed_forward_norm, training)
+        results = [outputs]
+        if return_attention_scores:
+            results.append((self_weights, cross_weights))
+        if self_attention_cache is not None:
+            results.append(self_results[2])
+        return results[0] if len(results) == 1 else tuple(results)

@@ -1,0 +1,66 @@
+"""The encoder block: self-attention → add & norm → feed-forward → add & norm.
+
+Shape notation: B batch, S source length, M model width, H heads.
+"""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadSelfAttention
+from keras_transformer.layers.block import TransformerBlock
+from keras_transformer.ops import checks
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderBlock(TransformerBlock):
+    """One encoder layer of "Attention Is All You Need" (section 3.1).
+
+    Takes the arguments of `TransformerBlock` (num_heads, inner_dim, dropout,
+    attention_dropout, activation, norm_first, layer_norm_epsilon, window,
+    normalize, kernel_initializer).
+
+    Call arguments:
+        inputs: (B, S, M).
+        padding_mask: optional (B, S) booleans, True for real tokens.
+        return_attention_scores: also return the (B, H, S, S) self-attention weights.
+        training: whether dropout is active.
+
+    Returns:
+        (B, S, M), and the attention weights if asked.
+
+    Example:
+        >>> block = EncoderBlock(num_heads=2, inner_dim=64)
+        >>> block(keras.ops.ones((2, 5, 32))).shape
+        (2, 5, 32)
+    """
+
+    def build(self, inputs_shape):
+        checks.check_rank("inputs", inputs_shape, 3)
+        self.self_attention = MultiHeadSelfAttention(
+            self.num_heads,
+            dropout=self.attention_dropout,
+            window=self.window,
+            normalize=self.normalize,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="self_attention",
+        )
+        self.self_attention.build(inputs_shape)
+        self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
+        self.feed_forward = self._make_feed_forward(inputs_shape)
+        self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)
+        self.dropout_layer = self._make_dropout()
+        self.built = True
+
+    def call(self, inputs, padding_mask=None, return_attention_scores=False, training=None):
+        attended, weights = self.self_attention(
+            self._sublayer_input(inputs, self.self_attention_norm),
+            query_padding_mask=padding_mask,
+            return_attention_scores=True,
+            training=training,
+        )
+        x = self._add_and_norm(inputs, attended, self.self_attention_norm, training)
+        transformed = self.feed_forward(
+            self._sublayer_input(x, self.feed_forward_norm), training=training
+        )
+        outputs = self._add_and_norm(x, transformed, self.feed_forward_norm, training)
+        return (outputs, weights) if return_attention_scores else outputs

@@ -1,0 +1,279 @@
+"""The encoder–decoder Transformer, assembled from the layers with the functional API.
+
+Shape notation: B batch, S source length, T target length, V target vocabulary,
+M model width, N decoder layers, H heads, D head size, L cache length.
+"""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.decoder import DecoderBlock
+from keras_transformer.layers.encoder import EncoderBlock
+from keras_transformer.layers.padding_mask import PaddingMask
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.config import preset
+
+
+@dataclasses.dataclass
+class TransformerLayers:
+    """The sub-layers of a `Seq2SeqTransformer`, shared by its full pass and decoding."""
+
+    source_mask: PaddingMask
+    target_mask: PaddingMask
+    source_embedding: keras.layers.Layer
+    target_embedding: keras.layers.Layer
+    source_positions: PositionalEncoding
+    target_positions: PositionalEncoding
+    source_dropout: keras.layers.Dropout
+    target_dropout: keras.layers.Dropout
+    encoder_blocks: list
+    decoder_blocks: list
+    encoder_output_norm: object  # LayerNormalization in pre-LN, else None.
+    decoder_output_norm: object
+    logits: keras.layers.Layer  # float32 identity, so logits leave in float32.
+
+
+def _make_layers(config):
+    source_embedding = keras.layers.ReversibleEmbedding(
+        config.source_vocab_size,
+        config.d_model,
+        tie_weights=config.tie_output_embedding,
+        # The paper's N(0, M^-1/2) initialisation pairs with the √M input scaling.
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=config.d_model**-0.5),
+        name="shared_embedding" if config.share_vocabulary else "source_embedding",
+    )
+    if config.share_vocabulary:
+        target_embedding = source_embedding
+    else:
+        target_embedding = keras.layers.ReversibleEmbedding(
+            config.target_vocab_size,
+            config.d_model,
+            tie_weights=config.tie_output_embedding,
+            embeddings_initializer=keras.initializers.RandomNormal(
+                stddev=config.d_model**-0.5
+            ),
+            name="target_embedding",
+        )
+
+    def positions(name):
+        return PositionalEncoding(
+            max_length=config.max_length, kind=config.positional_encoding, name=name
+        )
+
+    def block_options(window):
+        return dict(
+            num_heads=config.num_heads,
+            inner_dim=config.d_ff,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation=config.activation,
+            norm_first=config.norm_first,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            window=window,
+            normalize=config.normalize,
+        )
+
+    def output_norm(name):
+        if not config.norm_first:
+            return None
+        return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+
+    return TransformerLayers(
+        source_mask=PaddingMask(name="encoder_padding_mask"),
+        target_mask=PaddingMask(name="decoder_padding_mask"),
+        source_embedding=source_embedding,
+        target_embedding=target_embedding,
+        source_positions=positions("source_positions"),
+        target_positions=positions("target_positions"),
+        source_dropout=keras.layers.Dropout(config.dropout, name="source_embedding_dropout"),
+        target_dropout=keras.layers.Dropout(config.dropout, name="target_embedding_dropout"),
+        encoder_blocks=[
+            EncoderBlock(**block_options(window), name=f"encoder_block_{i}")
+            for i, window in enumerate(config.encoder_windows())
+        ],
+        decoder_blocks=[
+            DecoderBlock(**block_options(window), name=f"decoder_block_{i}")
+            for i, window in enumerate(config.decoder_windows())
+        ],
+        encoder_output_norm=output_norm("encoder_output_norm"),
+        decoder_output_norm=output_norm("decoder_output_norm"),
+        logits=keras.layers.Activation("linear", dtype="float32", name="logits"),
+    )
+
+
+def _encode(layers, encoder_tokens, training=None):
+    encoder_mask = layers.source_mask(encoder_tokens)
+    x = layers.source_positions(layers.source_embedding(encoder_tokens))
+    x = layers.source_dropout(x, training=training)
+    for block in layers.encoder_blocks:
+        x = block(x, padding_mask=encoder_mask, training=training)
+    if layers.encoder_output_norm is not None:
+        x = layers.encoder_output_norm(x)
+    return x, encoder_mask
+
+
+def _project(layers, x):
+    if layers.decoder_output_norm is not None:
+        x = layers.decoder_output_norm(x)
+    return layers.logits(layers.target_embedding(x, reverse=True))
+
+
+def _decode(layers, decoder_tokens, encoder_outputs, encoder_mask, training=None):
+    decoder_mask = layers.target_mask(decoder_tokens)
+    x = layers.target_positions(layers.target_embedding(decoder_tokens))
+    x = layers.target_dropout(x, training=training)
+    for block in layers.decoder_blocks:
+        x = block(
+            x,
+            encoder_outputs,
+            decoder_padding_mask=decoder_mask,
+            encoder_padding_mask=encoder_mask,
+            training=training,
+        )
+    return _project(layers, x)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Seq2SeqTransformer(keras.Model):
+    """An encoder–decoder Transformer as a functional Keras model.
+
+    Inputs: `{"encoder_tokens": (B, S) int32, "decoder_tokens": (B, T) int32}`, with
+    0 as padding. Output: logits (B, T, V) in float32. Besides the full pass, the
+    model exposes what incremental decoding needs: `encode`, `init_cache` and
+    `decode_step`, which run the very same layers.
+
+    Args:
+        config: a `TransformerConfig` (or its dict).
+        **kwargs: `keras.Model` arguments such as `name`.
+
+    Example:
+        >>> model = Seq2SeqTransformer(preset("tiny", source_vocab_size=50, target_vocab_size=60))
+        >>> logits = model({"encoder_tokens": keras.ops.ones((2, 7), "int32"),
+        ...                 "decoder_tokens": keras.ops.ones((2, 5), "int32")})
+        >>> logits.shape
+        (2, 5, 60)
+    """
+
+    def __init__(self, config, **kwargs):
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        layers = _make_layers(config)
+        encoder_tokens = keras.Input(shape=(None,), dtype="int32", name="encoder_tokens")
+        decoder_tokens = keras.Input(shape=(None,), dtype="int32", name="decoder_tokens")
+        encoder_outputs, encoder_mask = _encode(layers, encoder_tokens)
+        logits = _decode(layers, decoder_tokens, encoder_outputs, encoder_mask)
+        super().__init__(
+            inputs={"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
+            outputs=logits,
+            **{"name": "transformer", **kwargs},
+        )
+        self.config = config
+        self.transformer_layers = layers
+
+    # Incremental decoding -----------------------------------------------------
+
+    def encode(self, encoder_tokens, training=False):
+        """Runs the encoder: (B, S) ids → ((B, S, M) outputs, (B, S) padding mask)."""
+        return _encode(self.transformer_layers, encoder_tokens, training=training)
+
+    def decode(self, decoder_tokens, encoder_outputs, encoder_padding_mask, training=False):
+        """Runs the decoder on whole prefixes, uncached: (B, T) ids → (B, T, V) logits."""
+        return _decode(
+            self.transformer_layers,
+            decoder_tokens,
+            encoder_outputs,
+            encoder_padding_mask,
+            training=training,
+        )
+
+    def init_cache(self, encoder_outputs, max_length):
+        """Preallocates the decoder's caches for `max_length` target positions.
+
+        Args:
+            encoder_outputs: (B, S, M) from `encode`.
+            max_length: L, number of target positions the self-attention cache holds.
+
+        Returns:
+            `(self_cache, cross_cache)`: (B, N, 2, L, H, D) zeros, and (B, N, 2, S, H, D)
+            keys and values of the encoder output, computed once per sentence.
+        """
+        batch_size = ops.shape(encoder_outputs)[0]
+        head_dim = self.config.d_model // self.config.num_heads
+        blocks = self.transformer_layers.decoder_blocks
+        self_cache = ops.zeros(
+            (batch_size, len(blocks), 2, max_length, self.config.num_heads, head_dim),
+            dtype=self.transformer_layers.decoder_blocks[0].compute_dtype,
+        )
+        cross_cache = ops.stack(
+            [block.compute_cross_attention_cache(encoder_outputs) for block in blocks], axis=1
+        )
+        return self_cache, cross_cache
+
+    def decode_step(
+        self, decoder_tokens, cache_index, self_cache, cross_cache, encoder_padding_mask
+    ):
+        """Decodes positions `cache_index .. cache_index + T - 1` using the caches.
+
+        Args:
+            decoder_tokens: (B, T) ids at those positions (T = 1 for one step).
+            cache_index: scalar int, position of `decoder_tokens[:, 0]`.
+            self_cache: (B, N, 2, L, H, D) from `init_cache` or the previous step.
+            cross_cache: (B, N, 2, S, H, D) from `init_cache`.
+            encoder_padding_mask: (B, S) booleans from `encode`.
+
+        Returns:
+            `(logits, self_cache)`: (B, T, V) float32 logits and the updated cache.
+        """
+        layers = self.transformer_layers
+        x = layers.target_embedding(decoder_tokens)
+        x = layers.target_positions(x, start_index=cache_index)
+        updated = []
+        for i, block in enumerate(layers.decoder_blocks):
+            x, layer_cache = block(
+                x,
+                encoder_padding_mask=encoder_padding_mask,
+                self_attention_cache=self_cache[:, i],
+                cross_attention_cache=cross_cache[:, i],
+                cache_index=cache_index,
+            )
+            updated.append(layer_cache)
+        return _project(layers, x), ops.stack(updated, axis=1)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
+
+
+def build_transformer(config="tiny", **overrides):
+    """Builds a `Seq2SeqTransformer` from a config, its dict, or a preset name.
+
+    Args:
+        config: a `TransformerConfig`, a dict of its fields, or a preset name
+            ("tiny", "small", "base", "big").
+        **overrides: fields to change, e.g. `source_vocab_size=8000`.
+
+    Returns:
+        A `Seq2SeqTransformer` (a functional `keras.Model`).
+
+    Example:
+        >>> model = build_transformer("tiny", source_vocab_size=100, target_vocab_size=100)
+        >>> model.summary()  # doctest: +SKIP
+    """
+    if isinstance(config, str):
+        config = preset(config, **overrides)
+    elif isinstance(config, dict):
+        config = TransformerConfig.from_dict({**config, **overrides})
+    elif isinstance(config, TransformerConfig):
+        config = config.replace(**overrides) if overrides else config
+    else:
+        raise ValueError(
+            "`config` must be a TransformerConfig, a dict of its fields or a preset "
+            f"name; received {type(config).__name__}."
+        )
+    return Seq2SeqTransformer(config)

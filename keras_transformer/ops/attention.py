@@ -1,0 +1,67 @@
+"""Scaled dot-product attention: the formula, in one function.
+
+Shape notation: B batch, T queries, S keys, H heads, D head size.
+"""
+
+import math
+
+from keras import ops
+
+# Masked logits get this large finite negative number: -inf would give NaN where a
+# whole row is masked (-inf - -inf), and a finite value keeps float32 softmax exact.
+MASK_VALUE = -1e9
+
+NORMALIZATIONS = ("softmax", "relu")
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    normalize="softmax",
+    dropout_layer=None,
+    training=None,
+):
+    """Computes softmax(Q Kᵀ / √D) V for every head.
+
+    Args:
+        query: (B, T, H, D).
+        key: (B, S, H, D).
+        value: (B, S, H, D).
+        mask: optional (B or 1, T, S) booleans, True where attention is allowed.
+        normalize: "softmax" (the paper) or "relu": ReLU(scores) / S, where masked
+            positions contribute zero and S counts all keys (ReLU-attention).
+        dropout_layer: optional `keras.layers.Dropout` applied to the weights.
+        training: passed to the dropout layer.
+
+    Returns:
+        A tuple `(outputs, weights)`: outputs (B, T, H, D) in the query's dtype,
+        weights (B, H, T, S) in the query's dtype.
+    """
+    head_size = query.shape[-1]
+    # Scaling the queries before the product costs T·D multiplies instead of T·S.
+    query = ops.multiply(query, ops.cast(1.0 / math.sqrt(head_size), query.dtype))
+    scores = ops.einsum("bthd,bshd->bhts", query, key)
+    # Normalise in float32 whatever the compute dtype: bf16 softmax loses mass.
+    scores = ops.cast(scores, "float32")
+    if mask is not None:
+        mask = ops.expand_dims(ops.cast(mask, "bool"), axis=1)  # (B, 1, T, S)
+    if normalize == "softmax":
+        if mask is not None:
+            scores = ops.where(mask, scores, MASK_VALUE)
+        weights = ops.softmax(scores, axis=-1)
+    elif normalize == "relu":
+        weights = ops.relu(scores) / ops.cast(ops.shape(scores)[-1], "float32")
+        if mask is not None:
+            weights = ops.where(mask, weights, 0.0)
+    else:
+        raise ValueError(
+            f"`normalize` must be one of {NORMALIZATIONS}; received normalize={normalize!r}."
+        )
+    weights = ops.cast(weights, value.dtype)
+    attended = weights
+    if dropout_layer is not None:
+        attended = dropout_layer(weights, training=training)
+    outputs = ops.einsum("bhts,bshd->bthd", attended, value)
+    return outputs, weights

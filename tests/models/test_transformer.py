@@ -1,0 +1,145 @@
+import numpy as np
+import keras
+import pytest
+
+from keras_transformer.models import TransformerConfig, build_transformer, preset
+
+
+def _tiny(**overrides):
+    return build_transformer("tiny", source_vocab_size=40, target_vocab_size=50, **overrides)
+
+
+def _tokens(rng, batch, length, vocab, lengths=None):
+    tokens = rng.integers(4, vocab, size=(batch, length)).astype("int32")
+    if lengths is not None:
+        tokens[np.arange(length)[None, :] >= np.asarray(lengths)[:, None]] = 0
+    return tokens
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_future_decoder_tokens_do_not_change_earlier_logits(norm_first):
+    rng = np.random.default_rng(0)
+    model = _tiny(norm_first=norm_first)
+    source = _tokens(rng, 2, 7, 40)
+    target = _tokens(rng, 2, 6, 50)
+    logits = np.asarray(model({"encoder_tokens": source, "decoder_tokens": target}))
+    changed = target.copy()
+    changed[:, 4:] = _tokens(rng, 2, 2, 50)
+    changed_logits = np.asarray(model({"encoder_tokens": source, "decoder_tokens": changed}))
+    np.testing.assert_allclose(changed_logits[:, :4], logits[:, :4], atol=1e-5)
+    assert not np.allclose(changed_logits[:, 4:], logits[:, 4:], atol=1e-3)
+
+
+def test_extra_padding_on_either_input_does_not_change_real_logits():
+    rng = np.random.default_rng(1)
+    model = _tiny()
+    source = _tokens(rng, 3, 6, 40, lengths=[6, 4, 2])
+    target = _tokens(rng, 3, 5, 50, lengths=[5, 3, 1])
+    logits = np.asarray(model({"encoder_tokens": source, "decoder_tokens": target}))
+    padded_source = np.pad(source, [(0, 0), (0, 5)])
+    padded_target = np.pad(target, [(0, 0), (0, 4)])
+    padded = np.asarray(
+        model({"encoder_tokens": padded_source, "decoder_tokens": padded_target})
+    )
+    real = target != 0
+    np.testing.assert_allclose(padded[:, :5][real], logits[real], atol=1e-5)
+    # Encoder padding alone, too.
+    source_only = np.asarray(model({"encoder_tokens": padded_source, "decoder_tokens": target}))
+    np.testing.assert_allclose(source_only[real], logits[real], atol=1e-5)
+
+def test_model_round_trips_through_config_and_keras_file(tmp_path):
+    rng = np.random.default_rng(2)
+    model = _tiny(positional_encoding="learned", tie_output_embedding=False, window=[3, None, 2, None])
+    inputs = {"encoder_tokens": _tokens(rng, 2, 7, 40), "decoder_tokens": _tokens(rng, 2, 5, 50)}
+    expected = np.asarray(model(inputs))
+
+    clone = model.__class__.from_config(model.get_config())
+    clone.set_weights(model.get_weights())
+    np.testing.assert_allclose(clone(inputs), expected, atol=1e-6)
+
+    model.save(tmp_path / "model.keras")
+    restored = keras.saving.load_model(tmp_path / "model.keras")
+    assert restored.config == model.config
+    np.testing.assert_allclose(restored(inputs), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_shared_vocabulary_uses_one_embedding(shared):
+    model = build_transformer(
+        "tiny", source_vocab_size=30, target_vocab_size=30, share_vocabulary=shared
+    )
+    embeddings = [w for w in model.weights if "embeddings" in w.path]
+    assert len(embeddings) == (1 if shared else 2)
+
+
+def test_cached_decode_steps_equal_the_full_decoder_pass():
+    rng = np.random.default_rng(3)
+    model = _tiny()
+    source = _tokens(rng, 2, 7, 40, lengths=[7, 3])
+    target = _tokens(rng, 2, 6, 50)
+    full = np.asarray(model({"encoder_tokens": source, "decoder_tokens": target}))
+    encoder_outputs, encoder_mask = model.encode(source)
+    self_cache, cross_cache = model.init_cache(encoder_outputs, max_length=8)
+    steps = []
+    for index in range(6):
+        logits, self_cache = model.decode_step(
+            target[:, index : index + 1], index, self_cache, cross_cache, encoder_mask
+        )
+        steps.append(np.asarray(logits))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-4)
+
+
+def test_mixed_bfloat16_forward_is_finite_and_close_to_float32():
+    rng = np.random.default_rng(4)
+    inputs = {"encoder_tokens": _tokens(rng, 2, 9, 40), "decoder_tokens": _tokens(rng, 2, 7, 50)}
+    model32 = _tiny()
+    expected = np.asarray(model32(inputs))
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model16 = _tiny()
+    model16.set_weights(model32.get_weights())
+    logits = model16(inputs)
+    assert logits.dtype == "float32"
+    logits = np.asarray(logits)
+    assert np.all(np.isfinite(logits))
+    # bf16 keeps ~3 significant digits; logits of a tiny model are O(1).
+    assert np.max(np.abs(logits - expected)) < 0.1 * max(1.0, np.max(np.abs(expected)))
+
+
+def test_presets_match_the_paper():
+    base, big = preset("base"), preset("big")
+    assert (base.num_encoder_layers, base.d_model, base.num_heads, base.d_ff, base.dropout) == (
+        6, 512, 8, 2048, 0.1,
+    )
+    assert (big.num_decoder_layers, big.d_model, big.num_heads, big.d_ff, big.dropout) == (
+        6, 1024, 16, 4096, 0.3,
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(d_model=30, num_heads=4), r"d_model.*divisible.*num_heads.*d_model=30"),
+        (dict(d_model=0), r"d_model.*positive.*d_model=0"),
+        (dict(num_heads=-1), r"num_heads.*positive"),
+        (dict(dropout=-0.1), r"dropout"),
+        (dict(window=[1, 2]), r"window"),
+        (dict(share_vocabulary=True, source_vocab_size=10, target_vocab_size=12), "share_vocabulary"),
+    ],
+)
+def test_bad_config_values_are_rejected_with_the_argument_named(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig(**{**preset("tiny").to_dict(), **overrides})
+
+
+def test_unknown_preset_lists_the_accepted_names():
+    with pytest.raises(ValueError, match="base.*big.*small.*tiny"):
+        build_transformer("huge")
+
+
+def test_summary_names_every_layer():
+    lines = []
+    _tiny().summary(print_fn=lambda line, **_: lines.append(line))
+    text = "\n".join(lines)
+    for name in ("encoder_block_1", "decoder_block_1", "source_positions", "logits"):
+        assert name in text
+    assert "lambda" not in text.lower()
