@@ -1,0 +1,294 @@
+"""Greedy and beam search over a `Seq2SeqTransformer`, with the key/value cache.
+
+Shape notation: B batch, S source length, K beam width, L maximum output length,
+V target vocabulary.
+
+Each search is one `tf.function` built once per `SequenceSearch` and reused: a
+`tf.while_loop` over fixed-shape state that computes only the newest position per
+step (the decoder's self-attention reads the cache; the encoder output and the
+cross-attention keys/values are computed once per sentence). It runs with XLA
+(`jit_compile=True`, shapes static: the cache holds `max_length` positions) or
+without (stock TF Serving): the cache then holds only as many positions as the
+longest row of the batch may produce.
+
+Every row gets its own length limit (its real source length + `extra_length`,
+capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
+frozen, so a sentence decodes the same alone and in a batch.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.constants import BOS_ID
+from keras_transformer.constants import EOS_ID
+from keras_transformer.constants import PAD_ID
+from keras_transformer.ops import checks
+
+# "Minus infinity" for scores: finite, so sums and differences never give NaN.
+NEG_INF = -1e9
+
+
+def length_penalty(length, alpha):
+    """GNMT's length penalty ((5 + length) / 6)^alpha (Wu et al., 2016, eq. 14)."""
+    length = tf.cast(length, tf.float32)
+    return tf.pow((5.0 + length) / 6.0, alpha)
+
+
+def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
+    """Log-probabilities of the next token, never choosing padding or the start token.
+
+    Args:
+        logits: (..., V) float logits.
+
+    Returns:
+        (..., V) float32 log-probabilities, with PAD and BOS at `NEG_INF`.
+    """
+    logits = tf.cast(logits, tf.float32)
+    vocab_size = tf.shape(logits)[-1]
+    banned = tf.logical_or(
+        tf.equal(tf.range(vocab_size), pad_id), tf.equal(tf.range(vocab_size), bos_id)
+    )
+    logits = tf.where(banned, tf.constant(NEG_INF, tf.float32), logits)
+    return tf.nn.log_softmax(logits, axis=-1)
+
+
+def _strip_end(tokens, eos_id):
+    """Replaces EOS and everything after it by PAD; returns (tokens, lengths)."""
+    ended = tf.cumsum(tf.cast(tf.equal(tokens, eos_id), tf.int32), axis=-1) > 0
+    tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=-1)
+    return tokens, lengths
+
+
+def _trim(result):
+    """Cuts the (..., L) tokens to the longest hypothesis produced."""
+    longest = tf.reduce_max(result["lengths"])
+    return {**result, "tokens": result["tokens"][..., :longest]}
+
+
+class SequenceSearch:
+    """Greedy and beam search for one model, each compiled once and reused.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        max_length: cap on the output length L (tokens, EOS included).
+        extra_length: default limit per row = its source length + `extra_length`.
+        beam_width: K for `beam_search`.
+        alpha: length-penalty exponent for beam search (0 = raw log-probability).
+        jit_compile: compile the loops with XLA.
+        bos_id: start token fed at position 0.
+        eos_id: end token; a row stops when it produces it.
+
+    Example:
+        >>> search = SequenceSearch(model, beam_width=4, alpha=0.6)
+        >>> result = search.greedy(source_ids)          # dict of tensors
+        >>> result["tokens"].shape                      # (B, L)
+        >>> search.beam_search(source_ids)["tokens"]    # (B, K, L), best first
+    """
+
+    def __init__(
+        self,
+        model,
+        max_length=None,
+        extra_length=50,
+        beam_width=4,
+        alpha=0.6,
+        jit_compile=False,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    ):
+        self.model = model
+        self.max_length = checks.check_positive_int(
+            "max_length", max_length or model.config.max_length
+        )
+        self.extra_length = checks.check_positive_int("extra_length", extra_length)
+        self.beam_width = checks.check_positive_int("beam_width", beam_width)
+        if not alpha >= 0:
+            raise ValueError(f"`alpha` must be a number >= 0; received alpha={alpha!r}.")
+        self.alpha = float(alpha)
+        self.jit_compile = bool(jit_compile)
+        self.bos_id = int(bos_id)
+        self.eos_id = int(eos_id)
+        signature = [
+            tf.TensorSpec([None, None], tf.int32, name="encoder_tokens"),
+            tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+        ]
+        # The loops may be XLA-compiled; trimming the output to its longest row is a
+        # dynamic shape, so it happens in an outer graph function.
+        greedy_loop = tf.function(self._greedy_search, jit_compile=self.jit_compile)
+        beam_loop = tf.function(self._beam_search, jit_compile=self.jit_compile)
+        self._greedy = tf.function(
+            lambda tokens, limit: _trim(greedy_loop(tokens, limit)), input_signature=signature
+        )
+        self._beam = tf.function(
+            lambda tokens, limit: _trim(beam_loop(tokens, limit)), input_signature=signature
+        )
+
+    # Public entry points -------------------------------------------------------
+
+    def greedy(self, encoder_tokens, max_new_tokens=0):
+        """Greedy decoding.
+
+        Args:
+            encoder_tokens: (B, S) int32 source ids, 0-padded.
+            max_new_tokens: per-call limit on output tokens; 0 = the default rule.
+
+        Returns:
+            dict with "tokens" (B, L) int32, L = the longest output (EOS and what
+            follows replaced by 0), "lengths"
+            (B,) int32 and "scores" (B,) float32: the sum of log-probabilities.
+        """
+        return self._greedy(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
+
+    def beam_search(self, encoder_tokens, max_new_tokens=0):
+        """Beam search of width K with GNMT's length penalty.
+
+        Returns:
+            dict with "tokens" (B, K, L), "lengths" (B, K) and "scores" (B, K):
+            log-probability / length_penalty, hypotheses sorted best first.
+        """
+        return self._beam(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
+
+    # Shared pieces -------------------------------------------------------------
+
+    def _row_limits(self, encoder_tokens, max_new_tokens):
+        """(B,) output-length limit of each row, and the cache length L."""
+        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(encoder_tokens, PAD_ID), tf.int32), -1)
+        default = source_lengths + self.extra_length
+        limits = tf.where(max_new_tokens > 0, tf.fill(tf.shape(default), max_new_tokens), default)
+        limits = tf.clip_by_value(limits, 1, self.max_length)
+        if self.jit_compile:
+            return limits, self.max_length  # XLA needs a static cache shape.
+        return limits, tf.reduce_max(limits)
+
+    def _start(self, encoder_tokens, max_new_tokens, repeats=1):
+        encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)
+        limits, cache_length = self._row_limits(encoder_tokens, max_new_tokens)
+        self_cache, cross_cache = self.model.init_cache(encoder_outputs, cache_length)
+        if repeats > 1:  # beams are folded into the batch: row b*K + k.
+            self_cache = tf.repeat(self_cache, repeats, axis=0)
+            cross_cache = tf.repeat(cross_cache, repeats, axis=0)
+            encoder_mask = tf.repeat(encoder_mask, repeats, axis=0)
+        return limits, cache_length, self_cache, cross_cache, encoder_mask
+
+    def _step(self, tokens, index, self_cache, cross_cache, encoder_mask):
+        logits, self_cache = self.model.decode_step(
+            tokens[:, None], index, self_cache, cross_cache, encoder_mask
+        )
+        return next_token_log_probs(logits[:, -1], bos_id=self.bos_id), self_cache
+
+    # Greedy --------------------------------------------------------------------
+
+    def _greedy_search(self, encoder_tokens, max_new_tokens):
+        batch_size = tf.shape(encoder_tokens)[0]
+        limits, length, self_cache, cross_cache, encoder_mask = self._start(
+            encoder_tokens, max_new_tokens
+        )
+        tokens = tf.zeros([batch_size, length], tf.int32)
+        finished = tf.zeros([batch_size], tf.bool)
+        scores = tf.zeros([batch_size], tf.float32)
+        current = tf.fill([batch_size], self.bos_id)
+
+        def condition(index, current, tokens, finished, scores, self_cache):
+            return tf.logical_not(tf.reduce_all(finished))
+
+        def body(index, current, tokens, finished, scores, self_cache):
+            log_probs, self_cache = self._step(current, index, self_cache, cross_cache, encoder_mask)
+            chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+            chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
+            chosen = tf.where(finished, PAD_ID, chosen)
+            scores += tf.where(finished, 0.0, chosen_log_prob)
+            tokens = tf.tensor_scatter_nd_update(
+                tokens,
+                tf.stack([tf.range(batch_size), tf.fill([batch_size], index)], axis=1),
+                chosen,
+            )
+            finished = finished | tf.equal(chosen, self.eos_id) | (index + 1 >= limits)
+            return index + 1, chosen, tokens, finished, scores, self_cache
+
+        _, _, tokens, _, scores, _ = tf.while_loop(
+            condition,
+            body,
+            (tf.constant(0), current, tokens, finished, scores, self_cache),
+            maximum_iterations=length,
+        )
+        tokens, lengths = _strip_end(tokens, self.eos_id)
+        return {"tokens": tokens, "lengths": lengths, "scores": scores}
+
+    # Beam search ---------------------------------------------------------------
+
+    def _beam_search(self, encoder_tokens, max_new_tokens):
+        beam = self.beam_width
+        batch_size = tf.shape(encoder_tokens)[0]
+        limits, length, self_cache, cross_cache, encoder_mask = self._start(
+            encoder_tokens, max_new_tokens, repeats=beam
+        )
+        # Alive hypotheses start as K copies of the empty one; only the first counts.
+        alive_tokens = tf.zeros([batch_size, beam, length], tf.int32)
+        alive_log_probs = tf.tile(
+            tf.constant([[0.0] + [NEG_INF] * (beam - 1)], tf.float32), [batch_size, 1]
+        )
+        finished_tokens = tf.zeros([batch_size, beam, length], tf.int32)
+        finished_scores = tf.fill([batch_size, beam], NEG_INF)
+        done = tf.zeros([batch_size], tf.bool)
+        current = tf.fill([batch_size * beam], self.bos_id)
+        best_possible_penalty = length_penalty(limits, self.alpha)  # (B,)
+
+        def condition(index, *state):
+            return tf.logical_not(tf.reduce_all(state[-1]))
+
+        def body(index, current, alive_tokens, alive_log_probs, finished_tokens,
+                 finished_scores, self_cache, done):
+            log_probs, self_cache = self._step(current, index, self_cache, cross_cache, encoder_mask)
+            vocab_size = tf.shape(log_probs)[-1]
+            log_probs = tf.reshape(log_probs, [batch_size, beam, vocab_size])
+            candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
+            # 2K candidates: even if K of them end here, K stay alive.
+            top_log_probs, top_indices = tf.math.top_k(candidates, k=2 * beam)
+            source_beams = top_indices // vocab_size
+            top_tokens = top_indices % vocab_size
+            top_sequences = tf.gather(alive_tokens, source_beams, batch_dims=1)  # (B, 2K, L)
+            position = tf.one_hot(index, length, dtype=tf.int32)
+            top_sequences += top_tokens[:, :, None] * position[None, None, :]
+
+            at_limit = (index + 1 >= limits)[:, None]
+            # EOS ends a hypothesis only among the K best candidates (as in fairseq), so
+            # that a beam of width 1 is exactly greedy search.
+            among_best = tf.range(2 * beam) < beam
+            ends_here = (tf.equal(top_tokens, self.eos_id) & among_best) | at_limit
+            frozen = done[:, None]
+
+            # Hypotheses that end here join the finished set, ranked by normalised score.
+            ended_scores = top_log_probs / length_penalty(index + 1, self.alpha)
+            ended_scores = tf.where(ends_here & ~frozen, ended_scores, NEG_INF)
+            merged_scores = tf.concat([finished_scores, ended_scores], axis=1)
+            merged_tokens = tf.concat([finished_tokens, top_sequences], axis=1)
+            finished_scores, keep = tf.math.top_k(merged_scores, k=beam)
+            finished_tokens = tf.gather(merged_tokens, keep, batch_dims=1)
+
+            # The rest stay alive: the best K that did not produce EOS.
+            dead = tf.equal(top_tokens, self.eos_id) | ends_here | frozen
+            alive_candidates = tf.where(dead, NEG_INF, top_log_probs)
+            alive_log_probs, keep = tf.math.top_k(alive_candidates, k=beam)
+            alive_tokens = tf.gather(top_sequences, keep, batch_dims=1)
+            parents = tf.gather(source_beams, keep, batch_dims=1)  # (B, K)
+            flat_parents = tf.reshape(parents + tf.range(batch_size)[:, None] * beam, [-1])
+            self_cache = tf.gather(self_cache, flat_parents, axis=0)
+            current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
+
+            # A row is done once no alive hypothesis can beat its K-th finished one:
+            # log-probabilities only fall, and the penalty is at most that of the limit.
+            best_alive_bound = alive_log_probs[:, 0] / best_possible_penalty
+            done = done | at_limit[:, 0] | (finished_scores[:, -1] >= best_alive_bound)
+            return (index + 1, current, alive_tokens, alive_log_probs, finished_tokens,
+                    finished_scores, self_cache, done)
+
+        state = tf.while_loop(
+            condition,
+            body,
+            (tf.constant(0), current, alive_tokens, alive_log_probs, finished_tokens,
+             finished_scores, self_cache, done),
+            maximum_iterations=length,
+        )
+        finished_tokens, finished_scores = state[4], state[5]
+        tokens, lengths = _strip_end(finished_tokens, self.eos_id)
+        return {"tokens": tokens, "lengths": lengths, "scores": finished_scores}

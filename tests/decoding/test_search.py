@@ -1,0 +1,155 @@
+import numpy as np
+import keras
+import pytest
+
+from keras_transformer.constants import BOS_ID, EOS_ID
+from keras_transformer.decoding import SequenceSearch, make_uncached_greedy, score_sequences
+from keras_transformer.models import build_transformer
+
+VOCAB = 16
+
+
+def _random_model(seed):
+    keras.utils.set_random_seed(seed)
+    return build_transformer("tiny", source_vocab_size=VOCAB, target_vocab_size=VOCAB)
+
+
+def _sources(seed, lengths, width=None):
+    rng = np.random.default_rng(seed)
+    width = width or max(lengths)
+    tokens = np.zeros((len(lengths), width), "int32")
+    for row, length in enumerate(lengths):
+        tokens[row, :length] = rng.integers(4, VOCAB, size=length)
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def half_trained_model():
+    """A tiny model trained briefly to reverse sequences: it emits EOS, but not always
+    where it should, so greedy and beam search have real choices to make."""
+    keras.utils.set_random_seed(7)
+    model = build_transformer("tiny", source_vocab_size=VOCAB, target_vocab_size=VOCAB)
+    rng = np.random.default_rng(7)
+    count, width = 2000, 6
+    source = _sources(7, rng.integers(2, width + 1, size=count), width)
+    decoder = np.zeros((count, width + 1), "int32")
+    labels = np.zeros((count, width + 1), "int32")
+    for row in range(count):
+        sequence = source[row][source[row] != 0][::-1]
+        decoder[row, : len(sequence) + 1] = [BOS_ID, *sequence]
+        labels[row, : len(sequence) + 1] = [*sequence, EOS_ID]
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+    )
+    model.fit({"encoder_tokens": source, "decoder_tokens": decoder}, labels,
+              batch_size=64, epochs=1, verbose=0)
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_greedy_equals_uncached_greedy_on_random_models(seed):
+    model = _random_model(seed)
+    source = _sources(seed, [7, 3, 5, 1])
+    cached = SequenceSearch(model, max_length=12).greedy(source, max_new_tokens=12)
+    uncached = make_uncached_greedy(model, max_length=12)(source)
+    np.testing.assert_array_equal(cached["tokens"], uncached)
+
+
+def test_cached_greedy_equals_uncached_greedy_when_rows_end(half_trained_model):
+    source = _sources(11, [6, 2, 4, 5, 3, 1])
+    cached = SequenceSearch(half_trained_model, max_length=10).greedy(source, max_new_tokens=10)
+    uncached = make_uncached_greedy(half_trained_model, max_length=10)(source)
+    assert np.any(np.asarray(cached["lengths"]) < 10)  # some rows really ended
+    np.testing.assert_array_equal(cached["tokens"], uncached)
+
+
+def test_xla_and_graph_searches_agree(half_trained_model):
+    source = _sources(12, [6, 3, 5])
+    plain = SequenceSearch(half_trained_model, max_length=10, beam_width=3)
+    compiled = SequenceSearch(half_trained_model, max_length=10, beam_width=3, jit_compile=True)
+    np.testing.assert_array_equal(plain.greedy(source)["tokens"], compiled.greedy(source)["tokens"])
+    np.testing.assert_array_equal(
+        plain.beam_search(source)["tokens"], compiled.beam_search(source)["tokens"]
+    )
+
+
+def test_beam_width_one_equals_greedy(half_trained_model):
+    source = _sources(13, [6, 2, 4, 5, 3, 1, 6, 6])
+    search = SequenceSearch(half_trained_model, max_length=10, beam_width=1, alpha=0.0)
+    greedy = search.greedy(source)
+    beam = search.beam_search(source)
+    np.testing.assert_array_equal(beam["tokens"][:, 0], greedy["tokens"])
+    np.testing.assert_allclose(beam["scores"][:, 0], greedy["scores"], atol=1e-4)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_hypothesis_never_scores_below_greedy(half_trained_model, alpha):
+    source = _sources(14, list(np.random.default_rng(14).integers(1, 7, size=24)), 6)
+    search = SequenceSearch(half_trained_model, max_length=10, beam_width=4, alpha=alpha)
+    greedy = search.greedy(source)
+    beam = search.beam_search(source)
+    greedy_lengths = np.asarray(greedy["lengths"])
+    ended = greedy_lengths < 10  # rows that produced EOS, scored with it
+    greedy_scores = np.asarray(
+        score_sequences(half_trained_model, source, greedy["tokens"], alpha=alpha)
+    )
+    beam_scores = np.asarray(
+        score_sequences(half_trained_model, source, beam["tokens"][:, 0], alpha=alpha)
+    )
+    assert ended.sum() >= 12
+    beam_ended = np.asarray(beam["lengths"])[:, 0] < 10
+    both = ended & beam_ended
+    assert np.all(beam_scores[both] >= greedy_scores[both] - 1e-4)
+    # The search's own scores agree with teacher-forced scoring of its output.
+    np.testing.assert_allclose(np.asarray(beam["scores"])[:, 0][beam_ended], beam_scores[beam_ended], atol=1e-3)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam_search"])
+def test_batch_of_different_lengths_equals_each_sentence_alone(half_trained_model, method):
+    lengths = [6, 1, 4, 2, 5]
+    source = _sources(15, lengths, width=9)  # extra padding beyond the longest
+    search = SequenceSearch(half_trained_model, max_length=16, beam_width=3, extra_length=3)
+    batched = getattr(search, method)(source)
+    for row, length in enumerate(lengths):
+        alone = getattr(search, method)(source[row : row + 1, :length])
+        produced = np.asarray(alone["tokens"])[0]
+        expected = np.asarray(batched["tokens"])[row]
+        np.testing.assert_array_equal(produced, expected[..., : produced.shape[-1]])
+        assert not np.any(expected[..., produced.shape[-1] :])
+        np.testing.assert_array_equal(alone["lengths"][0], batched["lengths"][row])
+
+
+def test_default_length_limit_is_source_length_plus_extra():
+    model = _random_model(3)
+    source = _sources(16, [5, 2])
+    never = VOCAB + 100  # an end token the model cannot produce: only the limit stops it
+    result = SequenceSearch(model, max_length=40, extra_length=4, eos_id=never).greedy(source)
+    np.testing.assert_array_equal(result["lengths"], [9, 6])
+    capped = SequenceSearch(model, max_length=7, extra_length=4, eos_id=never).greedy(source)
+    np.testing.assert_array_equal(capped["lengths"], [7, 6])
+
+
+def test_decoding_stops_at_the_end_token_and_emits_nothing_after(half_trained_model):
+    source = _sources(17, [3, 5, 2, 4])
+    search = SequenceSearch(half_trained_model, max_length=12, beam_width=3)
+    for result, tokens in (
+        (greedy := search.greedy(source), np.asarray(greedy["tokens"])),
+        (beam := search.beam_search(source), np.asarray(beam["tokens"])),
+    ):
+        lengths = np.asarray(result["lengths"])
+        positions = np.arange(tokens.shape[-1])
+        assert not np.any(tokens == EOS_ID)
+        assert np.all(tokens[positions >= lengths[..., None]] == 0)
+        assert np.all(tokens[positions < lengths[..., None]] != 0)
+    # The loop ends when every row is finished, not at the length limit.
+    assert np.asarray(greedy["tokens"]).shape[1] <= 12
+    assert np.all(np.asarray(greedy["lengths"]) < 12)
+
+
+def test_bad_search_arguments_are_rejected():
+    model = _random_model(4)
+    with pytest.raises(ValueError, match="beam_width"):
+        SequenceSearch(model, beam_width=0)
+    with pytest.raises(ValueError, match="alpha"):
+        SequenceSearch(model, alpha=-1)
