@@ -15,6 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # name → (module, help). Each module defines `add_arguments(parser)` and `run(args)`.
 COMMANDS = {
     "summary": ("keras_transformer.models.summary", "print a preset model's layers and sizes"),
+    "train": ("keras_transformer.training.command", "train a translator on a parallel corpus"),
 }
 
 

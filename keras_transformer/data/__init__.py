@@ -1,7 +1,11 @@
 """Data layer: corpus reading and splitting, subword tokenizers, tf.data pipelines.
 
-Depends only on ``keras_transformer.constants`` within the project.
+Depends only on ``keras_transformer.constants`` within the project. The
+tokenizer and pipeline names load lazily, so that reading and splitting a
+corpus does not import TensorFlow.
 """
+
+import importlib
 
 from keras_transformer.data.corpus import (
     CMN_ENG_COLUMNS,
@@ -16,43 +20,39 @@ from keras_transformer.data.corpus import (
     sources_and_targets,
     split_pairs,
 )
-from keras_transformer.data.pipeline import (
-    bucket_batch_sizes,
-    bucket_boundaries_for,
-    encode_source,
-    encode_target,
-    make_eval_dataset,
-    make_training_dataset,
-)
-from keras_transformer.data.tokenizer import (
-    SOURCE_MODEL_NAME,
-    TARGET_MODEL_NAME,
-    SubwordTokenizer,
-    train_sentencepiece,
-    train_tokenizers,
-)
+
+_LAZY = {
+    "SOURCE_MODEL_NAME": "tokenizer",
+    "TARGET_MODEL_NAME": "tokenizer",
+    "SubwordTokenizer": "tokenizer",
+    "train_sentencepiece": "tokenizer",
+    "train_tokenizers": "tokenizer",
+    "bucket_batch_sizes": "pipeline",
+    "bucket_boundaries_for": "pipeline",
+    "encode_source": "pipeline",
+    "encode_target": "pipeline",
+    "make_eval_dataset": "pipeline",
+    "make_training_dataset": "pipeline",
+}
 
 __all__ = [
     "CMN_ENG_COLUMNS",
     "DEFAULT_CMN_ENG_PATH",
-    "SOURCE_MODEL_NAME",
-    "TARGET_MODEL_NAME",
     "CorpusSplit",
     "SentencePair",
-    "SubwordTokenizer",
-    "bucket_batch_sizes",
-    "bucket_boundaries_for",
     "columns_for",
-    "encode_source",
-    "encode_target",
     "group_pairs",
-    "make_eval_dataset",
-    "make_training_dataset",
     "read_aligned",
     "read_cmn_eng",
     "read_tsv",
     "sources_and_targets",
     "split_pairs",
-    "train_sentencepiece",
-    "train_tokenizers",
+    *_LAZY,
 ]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

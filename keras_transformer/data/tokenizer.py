@@ -37,6 +37,7 @@ changes with the thread count, hence a fixed default).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -46,6 +47,7 @@ from pathlib import Path
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -87,7 +89,8 @@ def train_sentencepiece(
         vocab_size: Exact number of pieces, special ones included.
         character_coverage: Share of characters the model must cover; the
             rest map to UNK.
-        num_threads: Trainer threads.
+        num_threads: Trainer threads. The model depends on it (not on the
+            machine), so keep the default for reproducible models.
 
     Returns:
         The serialized ``ModelProto``.
@@ -177,12 +180,47 @@ def train_tokenizers(
     return source_path, target_path
 
 
+class _SharedModelResource(tf.saved_model.experimental.TrackableResource):
+    """A SentencePiece model resource that lives as long as the process.
+
+    ``tf_text`` creates its resource private to the op kernel, and eager
+    kernels are dropped whenever TF clears its kernel cache, which
+    ``tf.random.set_seed`` (and so ``keras.utils.set_random_seed``) does: the
+    tokenizer, and every ``tf.data`` pipeline using it, would then fail with
+    "Resource ... SentencepieceOp ... does not exist". A ``shared_name`` makes
+    the resource manager keep it; naming it by the model's hash makes equal
+    models share one resource and different models never collide.
+    """
+
+    def __init__(self, model_proto: bytes):
+        super().__init__()
+        self._model_proto = model_proto
+        digest = hashlib.sha256(model_proto).hexdigest()[:24]
+        self._shared_name = f"keras_transformer_sentencepiece_{digest}"
+        _ = self.resource_handle  # create it now, as tf_text does
+
+    def _create_resource(self):
+        return gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model_proto, shared_name=self._shared_name
+        )
+
+
+class _SentencepieceTokenizer(tf_text.SentencepieceTokenizer):
+    """``tf_text.SentencepieceTokenizer`` on a :class:`_SharedModelResource`."""
+
+    def __init__(self, model_proto: bytes):
+        super().__init__(model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False)
+        # All of tf_text's ops read the model through this attribute.
+        self._model_resource = _SharedModelResource(model_proto)
+
+
 class SubwordTokenizer(tf.Module):
     """A SentencePiece model that tokenizes and detokenizes inside the TF graph.
 
     Built from the serialized model bytes, so it works in ``tf.data`` maps,
     ``tf.function``s and exported SavedModels alike (``tensorflow_text`` ops;
-    the model travels inside the graph). ``model_proto`` gives the bytes back
+    the model travels inside the graph) and keeps working after
+    ``tf.random.set_seed`` (see :class:`_SharedModelResource`). ``model_proto`` gives the bytes back
     for an exporter to store as an asset.
 
     Ids are the model's own; special ids are those of
@@ -210,9 +248,7 @@ class SubwordTokenizer(tf.Module):
             )
         self._vocab_size = processor.get_piece_size()
         self._pieces = [processor.id_to_piece(i) for i in range(self._vocab_size)]
-        self._tokenizer = tf_text.SentencepieceTokenizer(
-            model=self._model_proto, out_type=tf.int32, add_bos=False, add_eos=False
-        )
+        self._tokenizer = _SentencepieceTokenizer(self._model_proto)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, name: str | None = None) -> "SubwordTokenizer":
@@ -232,6 +268,17 @@ class SubwordTokenizer(tf.Module):
     def id_to_piece(self, token_id: int) -> str:
         """The piece of one id (Python, for inspection and debugging)."""
         return self._pieces[token_id]
+
+    def id_to_string(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        """The pieces of ids, in the graph (e.g. ``"▁How"``).
+
+        Args:
+            ids: int32 ids of any shape, dense or ragged.
+
+        Returns:
+            tf.string pieces of the same shape.
+        """
+        return self._tokenizer.id_to_string(ids)
 
     def tokenize(
         self, strings: tf.Tensor, add_bos: bool = False, add_eos: bool = False

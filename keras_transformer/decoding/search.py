@@ -165,9 +165,9 @@ class SequenceSearch:
         limits, cache_length = self._row_limits(encoder_tokens, max_new_tokens)
         self_cache, cross_cache = self.model.init_cache(encoder_outputs, cache_length)
         if repeats > 1:  # beams are folded into the batch: row b*K + k.
-            self_cache = tf.repeat(self_cache, repeats, axis=0)
-            cross_cache = tf.repeat(cross_cache, repeats, axis=0)
-            encoder_mask = tf.repeat(encoder_mask, repeats, axis=0)
+            self_cache, cross_cache, encoder_mask = tf.nest.map_structure(
+                lambda x: tf.repeat(x, repeats, axis=0), (self_cache, cross_cache, encoder_mask)
+            )
         return limits, cache_length, self_cache, cross_cache, encoder_mask
 
     def _step(self, tokens, index, self_cache, cross_cache, encoder_mask):
@@ -272,7 +272,9 @@ class SequenceSearch:
             alive_tokens = tf.gather(top_sequences, keep, batch_dims=1)
             parents = tf.gather(source_beams, keep, batch_dims=1)  # (B, K)
             flat_parents = tf.reshape(parents + tf.range(batch_size)[:, None] * beam, [-1])
-            self_cache = tf.gather(self_cache, flat_parents, axis=0)
+            self_cache = tf.nest.map_structure(
+                lambda x: tf.gather(x, flat_parents, axis=0), self_cache
+            )
             current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
 
             # A row is done once no alive hypothesis can beat its K-th finished one:

@@ -10,6 +10,7 @@ from keras import ops
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
 from keras_transformer.ops.attention import scaled_dot_product_attention
+from keras_transformer.ops.cache import update_cache
 from keras_transformer.ops.masks import compute_attention_mask
 
 
@@ -158,8 +159,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 # attend over the whole cache. Unwritten entries lie in the future,
                 # so the causal constraint (offset by the index) always applies.
                 update = ops.stack([key_heads, value_heads], axis=1)
-                start = [0, 0, cache_index, 0, 0]
-                cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
+                cache = update_cache(cache, update, cache_index)
                 key_heads, value_heads = cache[:, 0], cache[:, 1]
                 query_offset = cache_index
                 causal = True

@@ -197,50 +197,48 @@ class Seq2SeqTransformer(keras.Model):
             max_length: L, number of target positions the self-attention cache holds.
 
         Returns:
-            `(self_cache, cross_cache)`: (B, N, 2, L, H, D) zeros, and (B, N, 2, S, H, D)
-            keys and values of the encoder output, computed once per sentence.
+            `(self_caches, cross_caches)`: tuples with one entry per decoder layer:
+            (B, 2, L, H, D) zeros, and the (B, 2, S, H, D) keys and values of the
+            encoder output, computed once per sentence. Separate tensors per layer
+            spare a slice and a stack of the whole cache at every step.
         """
         batch_size = ops.shape(encoder_outputs)[0]
         head_dim = self.config.d_model // self.config.num_heads
         blocks = self.transformer_layers.decoder_blocks
-        self_cache = ops.zeros(
-            (batch_size, len(blocks), 2, max_length, self.config.num_heads, head_dim),
-            dtype=self.transformer_layers.decoder_blocks[0].compute_dtype,
-        )
-        cross_cache = ops.stack(
-            [block.compute_cross_attention_cache(encoder_outputs) for block in blocks], axis=1
-        )
-        return self_cache, cross_cache
+        shape = (batch_size, 2, max_length, self.config.num_heads, head_dim)
+        self_caches = tuple(ops.zeros(shape, dtype=block.compute_dtype) for block in blocks)
+        cross_caches = tuple(block.compute_cross_attention_cache(encoder_outputs) for block in blocks)
+        return self_caches, cross_caches
 
     def decode_step(
-        self, decoder_tokens, cache_index, self_cache, cross_cache, encoder_padding_mask
+        self, decoder_tokens, cache_index, self_caches, cross_caches, encoder_padding_mask
     ):
         """Decodes positions `cache_index .. cache_index + T - 1` using the caches.
 
         Args:
             decoder_tokens: (B, T) ids at those positions (T = 1 for one step).
             cache_index: scalar int, position of `decoder_tokens[:, 0]`.
-            self_cache: (B, N, 2, L, H, D) from `init_cache` or the previous step.
-            cross_cache: (B, N, 2, S, H, D) from `init_cache`.
+            self_caches: per-layer (B, 2, L, H, D) from `init_cache` or the last step.
+            cross_caches: per-layer (B, 2, S, H, D) from `init_cache`.
             encoder_padding_mask: (B, S) booleans from `encode`.
 
         Returns:
-            `(logits, self_cache)`: (B, T, V) float32 logits and the updated cache.
+            `(logits, self_caches)`: (B, T, V) float32 logits and the updated caches.
         """
         layers = self.transformer_layers
         x = layers.target_embedding(decoder_tokens)
         x = layers.target_positions(x, start_index=cache_index)
         updated = []
-        for i, block in enumerate(layers.decoder_blocks):
-            x, layer_cache = block(
+        for block, self_cache, cross_cache in zip(layers.decoder_blocks, self_caches, cross_caches):
+            x, self_cache = block(
                 x,
                 encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=self_cache[:, i],
-                cross_attention_cache=cross_cache[:, i],
+                self_attention_cache=self_cache,
+                cross_attention_cache=cross_cache,
                 cache_index=cache_index,
             )
-            updated.append(layer_cache)
-        return _project(layers, x), ops.stack(updated, axis=1)
+            updated.append(self_cache)
+        return _project(layers, x), tuple(updated)
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}

@@ -46,18 +46,21 @@ class ServingError(Exception):
     Args:
         code: a canonical code name such as "INVALID_ARGUMENT".
         message: the text returned to the client as `{"error": message}`.
+        http_status: overrides the code's usual HTTP status (e.g. 413 for a
+            body over the size limit, which a client must not simply retry).
     """
 
-    def __init__(self, code, message):
+    def __init__(self, code, message, http_status=None):
         super().__init__(message)
         if code not in CODE_NUMBERS:
             raise ValueError(f"Unknown status code {code!r}")
         self.code = code
         self.message = message
+        self._http_status = http_status
 
     @property
     def http_status(self):
-        return _HTTP_STATUS[self.code]
+        return self._http_status or _HTTP_STATUS[self.code]
 
     @property
     def grpc_code(self):

@@ -79,11 +79,11 @@ def test_cached_decode_steps_equal_the_full_decoder_pass():
     target = _tokens(rng, 2, 6, 50)
     full = np.asarray(model({"encoder_tokens": source, "decoder_tokens": target}))
     encoder_outputs, encoder_mask = model.encode(source)
-    self_cache, cross_cache = model.init_cache(encoder_outputs, max_length=8)
+    self_caches, cross_caches = model.init_cache(encoder_outputs, max_length=8)
     steps = []
     for index in range(6):
-        logits, self_cache = model.decode_step(
-            target[:, index : index + 1], index, self_cache, cross_cache, encoder_mask
+        logits, self_caches = model.decode_step(
+            target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
         )
         steps.append(np.asarray(logits))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-4)

@@ -1,0 +1,1 @@
+"""Benchmarks: each measurement beside its baseline, in one process tree and one sitting."""

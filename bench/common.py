@@ -1,0 +1,80 @@
+"""Timing, machine description and result records shared by the benchmarks."""
+
+import json
+import os
+import platform
+import statistics
+import time
+
+
+def machine():
+    """A short description of where the numbers come from."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "gpus": [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus],
+        "tensorflow": tf.__version__,
+    }
+
+
+def time_call(function, warmup=1, repeats=5, min_seconds=0.0):
+    """Median seconds per call of `function()` after `warmup` untimed calls."""
+    for _ in range(warmup):
+        function()
+    times = []
+    started = time.perf_counter()
+    while len(times) < repeats or time.perf_counter() - started < min_seconds:
+        begin = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
+
+
+class Results:
+    """Collects rows of (benchmark, case, metric, value, unit, baseline ratio)."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, benchmark, case, metric, value, unit, ratio=None, baseline=None):
+        self.rows.append(
+            {
+                "benchmark": benchmark,
+                "case": case,
+                "metric": metric,
+                "value": value,
+                "unit": unit,
+                "ratio_vs_baseline": ratio,
+                "baseline": baseline,
+            }
+        )
+
+    def table(self):
+        lines = [
+            "| benchmark | case | metric | value | unit | × baseline |",
+            "|---|---|---|---:|---|---:|",
+        ]
+        for row in self.rows:
+            ratio = "" if row["ratio_vs_baseline"] is None else f"{row['ratio_vs_baseline']:.2f}×"
+            lines.append(
+                f"| {row['benchmark']} | {row['case']} | {row['metric']} | "
+                f"{row['value']:.4g} | {row['unit']} | {ratio} |"
+            )
+        return "\n".join(lines)
+
+    def save(self, path, extra=None):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w") as file:
+            json.dump({"machine": machine(), **(extra or {}), "results": self.rows}, file, indent=2)

@@ -1,0 +1,142 @@
+"""The text-in, text-out translator as a `tf.Module`: what gets exported and served.
+
+Shape notation: B batch, S source length, K beam width, L output length.
+
+Tokenization (SentencePiece through tensorflow-text), the cached beam or greedy
+search and detokenization all run inside the graph, so the same object translates
+in-process (the `translate` command) and, saved, in TensorFlow Serving.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.scoring import score_sequences
+from keras_transformer.decoding.search import SequenceSearch
+from keras_transformer.ops import checks
+
+TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
+
+
+class TranslationModule(tf.Module):
+    """Translates batches of sentences with a trained model and its tokenizers.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        source_tokenizer: a `keras_transformer.data.SubwordTokenizer` for the source.
+        target_tokenizer: the target-side `SubwordTokenizer`.
+        max_source_length: longer inputs are truncated to this many subwords.
+        beam_width: K; 1 means greedy search.
+        alpha: length-penalty exponent of beam search.
+        max_output_length: cap on output subwords (default: the model's max_length).
+        jit_compile: compile the decoding loop with XLA (stock TF Serving then needs
+            `--xla_cpu_compilation_enabled=true`).
+
+    Example:
+        >>> module = TranslationModule(model, source_tok, target_tok, max_source_length=64)
+        >>> module.translate(tf.constant(["我们来试试。"]))["translation"]
+    """
+
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        max_source_length,
+        beam_width=4,
+        alpha=0.6,
+        max_output_length=None,
+        jit_compile=False,
+    ):
+        super().__init__(name="translator")
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_source_length = checks.check_positive_int("max_source_length", max_source_length)
+        self.beam_width = checks.check_positive_int("beam_width", beam_width)
+        self.alpha = float(alpha)
+        self.search = SequenceSearch(
+            model,
+            max_length=max_output_length or model.config.max_length,
+            beam_width=beam_width,
+            alpha=alpha,
+            jit_compile=jit_compile,
+        )
+
+    # Pieces shared by the signatures -------------------------------------------
+
+    def encode_text(self, text):
+        """(B,) strings → (B, S) int32 source ids, truncated and 0-padded, S >= 1."""
+        ids = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
+        ids = ids.to_tensor(default_value=PAD_ID)
+        # Keep one column even for a batch of empty strings, so shapes stay valid.
+        return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+
+    def _n_best(self, text):
+        source = self.encode_text(text)
+        if self.beam_width == 1:
+            result = self.search.greedy(source)
+            tokens, scores = result["tokens"][:, None], result["scores"][:, None]
+        else:
+            result = self.search.beam_search(source)
+            tokens, scores = result["tokens"], result["scores"]
+        batch_size, width = tf.shape(tokens)[0], tf.shape(tokens)[1]
+        flat = tf.reshape(tokens, [batch_size * width, -1])
+        texts = tf.reshape(self.target_tokenizer.detokenize(flat), [batch_size, width])
+        # An empty input translates to an empty output, not to the model's guess.
+        empty = tf.reduce_all(tf.equal(source, PAD_ID), axis=1)[:, None]
+        texts = tf.where(empty, tf.constant(""), texts)
+        scores = tf.where(empty, tf.constant(0.0), scores)
+        return texts, scores
+
+    # Signatures ----------------------------------------------------------------
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate(self, text):
+        """text (B,) → translation (B,) strings and score (B,) floats (best hypothesis)."""
+        texts, scores = self._n_best(text)
+        return {"translation": texts[:, 0], "score": scores[:, 0]}
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate_n_best(self, text):
+        """text (B,) → translations (B, K) strings and scores (B, K), best first."""
+        texts, scores = self._n_best(text)
+        return {"translations": texts, "scores": scores}
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="source"),
+            tf.TensorSpec([None], tf.string, name="target"),
+        ]
+    )
+    def score(self, source, target):
+        """Teacher-forced scores of given (source, target) pairs.
+
+        Returns:
+            log_probability (B,): log P(target + EOS | source); score (B,): the same
+            divided by the length penalty, comparable with `translate`'s score.
+        """
+        source_ids = self.encode_text(source)
+        target_ids = self.target_tokenizer.tokenize(target)[:, : self.search.max_length - 1]
+        target_ids = target_ids.to_tensor(default_value=PAD_ID)
+        return {
+            "log_probability": score_sequences(self.model, source_ids, target_ids, alpha=0.0),
+            "score": score_sequences(self.model, source_ids, target_ids, alpha=self.alpha),
+        }
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def tokenize(self, text):
+        """text (B,) → token_ids (B, S) int32 (0-padded), pieces (B, S) strings, lengths (B,)."""
+        ids = self.encode_text(text)
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)
+        pieces = self.source_tokenizer.id_to_string(ids)
+        pieces = tf.where(tf.equal(ids, PAD_ID), tf.constant(""), pieces)
+        return {"token_ids": ids, "pieces": pieces, "lengths": lengths}
+
+    def signatures(self):
+        """The named signatures to export: serving_default first."""
+        return {
+            "serving_default": self.translate.get_concrete_function(),
+            "translate_n_best": self.translate_n_best.get_concrete_function(),
+            "score": self.score.get_concrete_function(),
+            "tokenize": self.tokenize.get_concrete_function(),
+        }

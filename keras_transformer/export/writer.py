@@ -1,0 +1,151 @@
+"""Writes a `TranslationModule` as a versioned SavedModel that TF Serving loads.
+
+Layout of `<base>/<name>/<version>/`:
+    saved_model.pb, variables/       the graph and weights (tag "serve")
+    assets/source.model, target.model    the SentencePiece models
+    assets.extra/tf_serving_warmup_requests    PredictionLog records TF Serving replays
+    manifest.json                    config, vocabulary sizes, library versions, score
+    model.keras                      the Keras model, for users who keep training
+
+The version is written under a hidden non-numeric name and renamed when complete:
+TF Serving and our server ignore non-integer children, so a half-written (or
+killed) export is never loaded.
+"""
+
+import json
+import os
+import re
+import shutil
+import uuid
+
+import tensorflow as tf
+
+from keras_transformer.serving.versions import is_version_dir
+from keras_transformer.serving.versions import next_version
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+MANIFEST_FILE = "manifest.json"
+KERAS_FILE = "model.keras"
+_TEMP_PREFIX = ".tmp-export-"
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def check_model_name(name):
+    """Raises `ValueError` unless `name` is a plain identifier usable in URLs and paths."""
+    if not isinstance(name, str) or not _MODEL_NAME.match(name) or name in (".", ".."):
+        raise ValueError(
+            f"Model name {name!r} is not accepted: use letters, digits, '_', '.' or '-', "
+            "not starting with '.' or '-' (for example zh_en)."
+        )
+    return name
+
+
+def write_warmup_requests(path, model_name, texts, signature_name="serving_default"):
+    """Writes one PredictRequest per text as TF Serving's warmup TFRecord file."""
+    from tensorflow_serving.apis import model_pb2
+    from tensorflow_serving.apis import predict_pb2
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for text in texts:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
+            )
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto([text], dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            writer.write(log.SerializeToString())
+
+
+def _remove_abandoned_temporaries(model_base):
+    """Deletes temporary folders of exports whose process no longer runs."""
+    if not os.path.isdir(model_base):
+        return
+    for name in os.listdir(model_base):
+        if not name.startswith(_TEMP_PREFIX):
+            continue
+        pid = name[len(_TEMP_PREFIX) :].split("-")[0]
+        if pid.isdigit() and _process_alive(int(pid)):
+            continue
+        shutil.rmtree(os.path.join(model_base, name), ignore_errors=True)
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_export(
+    module,
+    base_path,
+    name,
+    version=None,
+    overwrite=False,
+    warmup_texts=(),
+    manifest=None,
+    keras_model=None,
+    asset_files=(),
+):
+    """Saves `module` as `<base_path>/<name>/<version>/`, atomically.
+
+    Args:
+        module: a `TranslationModule` (anything with `signatures()`).
+        base_path: the TF Serving base path, e.g. "export".
+        name: the model name, a plain identifier.
+        version: integer version; default one above the latest present.
+        overwrite: replace an existing version (otherwise `FileExistsError`).
+        warmup_texts: sentences replayed by TF Serving before the version serves.
+        manifest: JSON-serialisable dict written as manifest.json.
+        keras_model: optional Keras model saved as model.keras.
+        asset_files: files copied into assets/ (the tokenizer models).
+
+    Returns:
+        The path of the written version folder.
+    """
+    check_model_name(name)
+    model_base = os.path.join(base_path, name)
+    os.makedirs(model_base, exist_ok=True)
+    _remove_abandoned_temporaries(model_base)
+    if version is None:
+        version = next_version(model_base)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"`version` must be a non-negative integer; received {version!r}.")
+    final = os.path.join(model_base, str(version))
+    if os.path.exists(final) and not overwrite:
+        raise FileExistsError(
+            f"{final} already exists; pass a new --version, or --overwrite to replace it."
+        )
+    temporary = os.path.join(model_base, f"{_TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        tf.saved_model.save(module, temporary, signatures=module.signatures())
+        assets = os.path.join(temporary, "assets")
+        os.makedirs(assets, exist_ok=True)
+        for path in asset_files:
+            shutil.copyfile(path, os.path.join(assets, os.path.basename(path)))
+        extra = os.path.join(temporary, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        if warmup_texts:
+            write_warmup_requests(os.path.join(extra, WARMUP_FILE), name, list(warmup_texts))
+        with open(os.path.join(temporary, MANIFEST_FILE), "w", encoding="utf-8") as file:
+            json.dump({"name": name, "version": version, **(manifest or {})}, file,
+                      indent=2, ensure_ascii=False)
+        if keras_model is not None:
+            keras_model.save(os.path.join(temporary, KERAS_FILE))
+        if os.path.exists(final):  # overwrite: swap out the old folder, then delete it
+            retired = f"{temporary}-retired"
+            os.rename(final, retired)
+            os.rename(temporary, final)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(temporary, final)
+    finally:
+        if os.path.exists(temporary):
+            shutil.rmtree(temporary, ignore_errors=True)
+    assert is_version_dir(model_base, str(version))
+    return final

@@ -1,0 +1,369 @@
+"""TF Serving's REST JSON formats <-> numpy arrays.
+
+Follows tensorflow_serving/util/json_tensor.cc: the row format ("instances")
+and the columnar format ("inputs"), `{"b64": ...}` for binary strings, output
+names ending in `_bytes` written as base64, floats written with the shortest
+text that reads back to the same float32, NaN/Infinity as bare words, and the
+same error messages where a client may rely on them.
+"""
+
+import base64
+import binascii
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.serving import errors
+
+ROW, COLUMNAR = "row", "columnar"
+_BYTES_SUFFIX = "_bytes"
+_FLOAT32_MAX_INT = (1 << 24) - 1
+_FLOAT64_MAX_INT = (1 << 53) - 1
+
+
+def _json_text(value, limit=200):
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _json_type(value):
+    if value is None:
+        return "Null"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, dict):
+        return "Object"
+    if isinstance(value, list):
+        return "Array"
+    if isinstance(value, str):
+        return "String"
+    return "Number"
+
+
+def parse_body(body):
+    """Parses a request body as a JSON object.
+
+    Args:
+        body: the raw bytes.
+
+    Returns:
+        The decoded dict.
+
+    Raises:
+        ServingError: INVALID_ARGUMENT for an empty body, bytes that are not
+            UTF-8, malformed JSON, or a top level that is not an object.
+    """
+    if not body:
+        raise errors.invalid_argument("JSON Parse error: The document is empty")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise errors.invalid_argument(
+            f"JSON Parse error: Invalid encoding in string. at offset: {error.start}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise errors.invalid_argument(
+            f"JSON Parse error: {error.msg} at offset: {error.pos}") from None
+    except RecursionError:
+        raise errors.invalid_argument("JSON Parse error: nested too deeply") from None
+    if not isinstance(document, dict):
+        raise errors.invalid_argument(f"JSON Value: {_json_text(document)} Is not object")
+    return document
+
+
+def signature_name(document):
+    """The optional "signature_name" key ("" when absent)."""
+    value = document.get("signature_name", "")
+    if not isinstance(value, str):
+        raise errors.invalid_argument(
+            f"JSON Value: {_json_text(document)} not formatted correctly. "
+            "'signature_name' key must be a string value.")
+    return value
+
+
+def _is_b64(value):
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
+
+
+# ---------------------------------------------------------------- JSON -> numpy
+
+
+def _type_error(value, dtype):
+    name = "string" if dtype == tf.string else dtype.name
+    return errors.invalid_argument(
+        f"JSON Value: {_json_text(value)} Type: {_json_type(value)} is not of expected type: {name}")
+
+
+def _leaf(value, dtype):
+    """Converts one JSON scalar to a value of `dtype`, or raises."""
+    if dtype == tf.string:
+        if isinstance(value, str):
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError:  # A lone surrogate written as \udXXX.
+                raise errors.invalid_argument(
+                    f"JSON Value: {_json_text(value)} is not valid UTF-8") from None
+        if isinstance(value, dict):
+            if not _is_b64(value):
+                raise errors.invalid_argument(
+                    f"JSON Value: {_json_text(value)} not formatted correctly for base64 data")
+            try:
+                return base64.b64decode(value["b64"], validate=True)
+            except (binascii.Error, ValueError):
+                raise errors.invalid_argument("Unable to base64 decode") from None
+        raise _type_error(value, dtype)
+    if isinstance(value, bool):
+        if dtype == tf.bool:
+            return value
+        raise _type_error(value, dtype)
+    if dtype.is_floating:
+        if not isinstance(value, (int, float)):
+            raise _type_error(value, dtype)
+        limit_int = _FLOAT64_MAX_INT if dtype == tf.float64 else _FLOAT32_MAX_INT
+        lossy = (abs(value) > limit_int if isinstance(value, int)
+                 else np.isfinite(value) and abs(value) > dtype.max)
+        if lossy:
+            raise errors.invalid_argument(
+                f"Cannot convert JSON value: {_json_text(value)} to {dtype.name} "
+                "without loss of precision.")
+        return value
+    if dtype.is_integer:
+        if not isinstance(value, int) or not dtype.min <= value <= dtype.max:
+            raise _type_error(value, dtype)
+        return value
+    raise errors.ServingError(
+        "UNIMPLEMENTED", f"Conversion of JSON Value: {_json_text(value)} to type: {dtype.name}")
+
+
+def _dense_shape(value):
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return shape
+
+
+def _fill(value, level, shape, dtype, out):
+    if not isinstance(value, list):
+        if level != len(shape):
+            raise errors.invalid_argument(
+                f"JSON Value: {_json_text(value)} found at incorrect level: {level + 1} "
+                f"in the JSON DOM. Expected at level: {len(shape)}")
+        out.append(_leaf(value, dtype))
+        return
+    if level >= len(shape):
+        raise errors.invalid_argument(
+            f"Encountered list at unexpected level: {level} expected < {len(shape)}")
+    if len(value) != shape[level]:
+        raise errors.invalid_argument(
+            f"Encountered list at unexpected size: {len(value)} at level: {level} "
+            f"expected size: {shape[level]}")
+    for item in value:
+        _fill(item, level + 1, shape, dtype, out)
+
+
+def value_to_array(value, dtype):
+    """Converts a (nested list of) JSON value(s) to a dense numpy array.
+
+    Args:
+        value: a JSON scalar, b64 object, or nested lists of them.
+        dtype: the `tf.DType` the signature expects.
+
+    Returns:
+        A numpy array; strings become an object array of bytes.
+    """
+    shape = _dense_shape(value)
+    flat = []
+    try:
+        _fill(value, 0, shape, dtype, flat)
+    except RecursionError:
+        raise errors.invalid_argument("JSON value is nested too deeply") from None
+    if dtype == tf.string:
+        array = np.empty(len(flat), dtype=object)
+        array[:] = flat
+    else:
+        array = np.array(flat, dtype=dtype.as_numpy_dtype)
+    return array.reshape(shape)
+
+
+def _shape_text(shape):
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def inputs_from_request(document, signature, max_instances=None):
+    """Reads the predict request's tensors.
+
+    Args:
+        document: the parsed body.
+        signature: the `servable.Signature` being called.
+        max_instances: refuse more rows than this before converting them.
+
+    Returns:
+        (inputs dict {name: numpy array}, ROW or COLUMNAR).
+    """
+    input_specs = signature.inputs
+    if not input_specs:
+        raise errors.invalid_argument(
+            f"Failed to get input map for signature: {signature.name}")
+    has_instances, has_inputs = "instances" in document, "inputs" in document
+    if has_instances and has_inputs:
+        raise errors.invalid_argument(
+            "Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
+    if has_instances:
+        instances = document["instances"]
+        if not isinstance(instances, list):
+            raise errors.invalid_argument("Excepting 'instances' to be an list/array")
+        if not instances:
+            raise errors.invalid_argument("No values in 'instances' array")
+        if max_instances is not None and len(instances) > max_instances:
+            raise errors.invalid_argument(
+                f"Too many instances: {len(instances)}; this server accepts at most "
+                f"{max_instances} per request")
+        return _rows_to_inputs(instances, input_specs), ROW
+    if has_inputs:
+        return _columns_to_inputs(document["inputs"], input_specs), COLUMNAR
+    raise errors.invalid_argument("Missing 'inputs' or 'instances' key")
+
+
+def _rows_to_inputs(instances, input_specs):
+    def is_object(value):
+        return isinstance(value, dict) and not _is_b64(value)
+
+    objects = is_object(instances[0])
+    if not objects and len(input_specs) > 1:
+        raise errors.invalid_argument(
+            "instances is a plain list, but expecting list of objects as multiple input "
+            "tensors required as per tensorinfo_map")
+    names = sorted(input_specs)
+    rows = {name: [] for name in names}
+    for index, element in enumerate(instances):
+        if objects:
+            if not is_object(element):
+                raise errors.invalid_argument(
+                    f"Expecting object but got list at item {index} of input list")
+            if set(element) != set(names):
+                raise errors.invalid_argument(
+                    f"Failed to process element: {index} of 'instances' list. JSON object: "
+                    f"{_json_text(element)} keys must be equal to: {','.join(names)}")
+            items = element.items()
+        else:
+            if is_object(element):
+                raise errors.invalid_argument(
+                    f"Expecting value/list but got object at item {index} of input list")
+            items = [(names[0], element)]
+        for name, value in items:
+            try:
+                array = value_to_array(value, input_specs[name].dtype)
+            except errors.ServingError as error:
+                raise errors.invalid_argument(
+                    f"Failed to process element: {index} key: {name} of 'instances' list. "
+                    f"Error: {error.message}") from None
+            if rows[name] and rows[name][0].shape != array.shape:
+                raise errors.invalid_argument(
+                    f"Failed to process element: {index} key: {name} of 'instances' list. "
+                    f"Error: Expecting shape {_shape_text(rows[name][0].shape)} but got: "
+                    f"{_shape_text(array.shape)}")
+            rows[name].append(array)
+    return {name: np.stack(arrays) for name, arrays in rows.items()}
+
+
+def _columns_to_inputs(value, input_specs):
+    if not isinstance(value, dict) or _is_b64(value):
+        if len(input_specs) > 1:
+            raise errors.invalid_argument(
+                "inputs is a plain value/list, but expecting an object as multiple input "
+                "tensors required as per tensorinfo_map")
+        (name, spec), = input_specs.items()
+        return {name: value_to_array(value, spec.dtype)}
+    inputs = {}
+    for name, spec in input_specs.items():
+        if name not in value:
+            raise errors.invalid_argument(f"Missing named input: {name} in 'inputs' object.")
+        inputs[name] = value_to_array(value[name], spec.dtype)
+    return inputs
+
+
+# ---------------------------------------------------------------- numpy -> JSON
+
+
+def _string_to_json(value, as_bytes):
+    if not as_bytes:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            # TF Serving would write the raw bytes (invalid JSON); base64 keeps
+            # the response valid and the value recoverable.
+            pass
+    return {"b64": base64.b64encode(value).decode("ascii")}
+
+
+def array_to_json(name, array):
+    """Converts one output array to nested JSON-ready lists/scalars."""
+    array = np.asarray(array)
+    if array.dtype.kind in ("O", "S"):
+        as_bytes = name.endswith(_BYTES_SUFFIX)
+        converted = np.empty(array.shape, dtype=object)
+        flat = converted.reshape(-1)
+        for i, value in enumerate(array.reshape(-1)):
+            flat[i] = _string_to_json(value if isinstance(value, bytes) else bytes(value), as_bytes)
+        return converted.tolist()
+    if array.dtype in (np.float16, np.float32):
+        # Shortest text that reads back as the same float32 (0.1, not
+        # 0.10000000149011612), like TF Serving's WriteDecimal.
+        return _float32_to_json(array)
+    if array.dtype.kind in ("f", "i", "u", "b"):
+        return array.tolist()
+    raise errors.invalid_argument(f"Failed to write JSON value for tensor type: {array.dtype}")
+
+
+def _float32_to_json(array):
+    as_text = array.astype(np.float32).astype(str)
+    return as_text.astype(np.float64).tolist()
+
+
+def outputs_to_response(outputs, request_format):
+    """Builds the predict response body for the request's format.
+
+    Args:
+        outputs: dict {output name: numpy array}.
+        request_format: ROW or COLUMNAR.
+
+    Returns:
+        `{"predictions": [...]}` or `{"outputs": ...}`.
+    """
+    if not outputs:
+        raise errors.invalid_argument("Cannot convert empty tensor map to JSON")
+    names = sorted(outputs)
+    if request_format == COLUMNAR:
+        if len(names) == 1:
+            return {"outputs": array_to_json(names[0], outputs[names[0]])}
+        return {"outputs": {name: array_to_json(name, outputs[name]) for name in names}}
+    batch_size = None
+    for name in names:
+        shape = np.shape(outputs[name])
+        if not shape:
+            raise errors.invalid_argument(f"Tensor name: {name} has no shape information ")
+        if batch_size is not None and shape[0] != batch_size:
+            raise errors.invalid_argument(
+                f"Tensor name: {name} has inconsistent batch size: {shape[0]} "
+                f"expecting: {batch_size}")
+        batch_size = shape[0]
+    columns = {name: array_to_json(name, outputs[name]) for name in names}
+    if len(names) == 1:
+        return {"predictions": columns[names[0]]}
+    return {"predictions": [{name: columns[name][i] for name in names} for i in range(batch_size)]}
+
+
+def dumps(document):
+    """Serializes a response; NaN and Infinity are written as TF Serving does."""
+    try:
+        return json.dumps(document, ensure_ascii=False, allow_nan=True).encode("utf-8")
+    except UnicodeEncodeError:  # A lone surrogate echoed in an error message.
+        return json.dumps(document, ensure_ascii=True, allow_nan=True).encode("ascii")

@@ -1,0 +1,213 @@
+"""TF Serving's REST API on aiohttp.
+
+Routes (case-insensitive, as in TF Serving; version and label are exclusive):
+    GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
+    GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signatures
+    POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    (also :classify, :regress)
+    GET  <prometheus path>                                       metrics text
+    GET  /                                                       index.html of static_dir, if set
+
+Every failure is answered `{"error": "..."}` with TF Serving's status code;
+only a bug in this server gives 500.
+"""
+
+import logging
+import os
+import re
+import time
+
+from aiohttp import web
+from google.protobuf import json_format
+from tensorflow_serving.apis import model_pb2
+
+from keras_transformer.serving import config as config_lib
+from keras_transformer.serving import errors
+from keras_transformer.serving import inference
+from keras_transformer.serving import json_tensor
+from keras_transformer.serving import metrics as metrics_lib
+
+_log = logging.getLogger(__name__)
+
+_VERSION_OR_LABEL = r"(?:/versions/(\d+)|/labels/([^/:]+))?"
+_PREDICTION_PATH = re.compile(
+    r"/v1/models/([^/:]+)" + _VERSION_OR_LABEL + r":(classify|regress|predict)", re.IGNORECASE)
+_STATUS_PATH = re.compile(
+    r"/v1/models(?:/([^/:]+))?" + _VERSION_OR_LABEL + r"(/metadata)?", re.IGNORECASE)
+_MAX_INT64 = 2**63 - 1
+_JSON = "application/json"
+
+
+def _parse_version(text):
+    if text is None:
+        return None
+    version = int(text)
+    if version > _MAX_INT64:
+        raise errors.invalid_argument(f"Failed to convert version: {text} to numeric.")
+    return version
+
+
+def _json_response(document, status=200):
+    return web.Response(body=json_tensor.dumps(document), status=status, content_type=_JSON)
+
+
+def _error_response(error):
+    return _json_response({"error": error.message}, status=error.http_status)
+
+
+def model_status_json(status_rows):
+    """The GetModelStatusResponse, printed as TF Serving prints it."""
+    response = inference.model_status_response(status_rows)
+    return json_format.MessageToDict(
+        response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+def model_metadata_json(name, version, signature_def_map):
+    """The REST metadata document: model_spec plus the SignatureDefMap."""
+    spec = model_pb2.ModelSpec(name=name)
+    spec.version.value = version
+    return {
+        "model_spec": json_format.MessageToDict(
+            spec, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
+        "metadata": {"signature_def": json_format.MessageToDict(
+            signature_def_map, preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True)},
+    }
+
+
+class RestApi:
+    """The aiohttp application of one server.
+
+    Args:
+        core: the `inference.ServingCore`.
+        metrics_path: where Prometheus metrics are served, or None.
+        static_dir: folder whose index.html is served at "/" (None: no page).
+    """
+
+    def __init__(self, core, metrics_path=config_lib.DEFAULT_METRICS_PATH, static_dir=None):
+        self.core = core
+        self.metrics_path = metrics_path
+        self.static_dir = static_dir
+
+    def make_app(self):
+        app = web.Application(client_max_size=self.core.limits.max_body_bytes,
+                              middlewares=[self._errors_as_json])
+        if self.metrics_path:
+            app.router.add_get(self.metrics_path, self._metrics)
+        if self.static_dir:
+            app.router.add_get("/", self._index)
+            app.router.add_static("/static/", self.static_dir, follow_symlinks=False)
+        # Registered last: the router tries routes in order.
+        app.router.add_route("*", "/{path:.*}", self._dispatch)
+        return app
+
+    async def _dispatch(self, request):
+        if request.path.lower() == "/v1" or request.path.lower().startswith("/v1/"):
+            return await self._v1(request)
+        return _error_response(errors.not_found(f"Not found: {request.method} {request.path}"))
+
+    @web.middleware
+    async def _errors_as_json(self, request, handler):
+        try:
+            return await handler(request)
+        except web.HTTPException as error:
+            if error.status < 400:
+                raise
+            return _json_response({"error": error.reason}, status=error.status)
+        except Exception:  # A bug here must not take the server down.
+            _log.exception("Internal error answering %s %s", request.method, request.path)
+            return _json_response({"error": "Internal server error"}, status=500)
+
+    async def _metrics(self, request):
+        return web.Response(body=self.core.metrics.exposition(),
+                            headers={"Content-Type": metrics_lib.CONTENT_TYPE})
+
+    async def _index(self, request):
+        index = os.path.join(self.static_dir, "index.html")
+        if not os.path.isfile(index):
+            return _error_response(errors.not_found("No index.html in static_dir"))
+        return web.FileResponse(index)
+
+    async def _v1(self, request):
+        started = time.monotonic()
+        path = request.path
+        api, model_name, status = "unknown", "", "INTERNAL"
+        try:
+            match = _PREDICTION_PATH.fullmatch(path) if request.method == "POST" else None
+            if match:
+                model_name, api = match.group(1), match.group(4).lower()
+                version, label = _parse_version(match.group(2)), match.group(3)
+                body = await self._read_body(request)
+                if api == "predict":
+                    response = await self._predict(model_name, version, label, body)
+                else:
+                    response = await self._classify_or_regress(model_name, version, label, body, api)
+            else:
+                match = _STATUS_PATH.fullmatch(path) if request.method == "GET" else None
+                if not match:
+                    raise errors.invalid_argument(f"Malformed request: {request.method} {path}")
+                model_name = match.group(1)
+                if not model_name:
+                    raise errors.invalid_argument("Missing model name in request.")
+                version, label = _parse_version(match.group(2)), match.group(3)
+                if match.group(4):
+                    api = "GetModelMetadata"
+                    response = self._metadata(model_name, version, label)
+                else:
+                    api = "GetModelStatus"
+                    response = model_status_json(
+                        self.core.registry.status(model_name, version, label))
+            status = "OK"
+            return _json_response(response)
+        except errors.ServingError as error:
+            status = error.code
+            return _error_response(error)
+        finally:
+            self.core.metrics.record_request(
+                self.core.metrics_model_name(model_name or ""), api, "REST", status,
+                time.monotonic() - started)
+
+    async def _read_body(self, request):
+        limit = self.core.limits.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise errors.ServingError(
+                "RESOURCE_EXHAUSTED", f"Request body of {request.content_length} bytes exceeds "
+                f"the limit of {limit} bytes", http_status=413)
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise errors.ServingError(
+                "RESOURCE_EXHAUSTED", f"Request body exceeds the limit of {limit} bytes",
+                http_status=413) from None
+
+    async def _predict(self, model_name, version, label, body):
+        document = json_tensor.parse_body(body)
+        signature_name = json_tensor.signature_name(document)
+        request_format = []
+
+        def make_inputs(signature):
+            inputs, fmt = json_tensor.inputs_from_request(
+                document, signature, self.core.limits.max_instances)
+            request_format.append(fmt)
+            return inputs
+
+        _, _, outputs = await self.core.predict(
+            model_name, version, label, signature_name, make_inputs)
+        return json_tensor.outputs_to_response(outputs, request_format[0])
+
+    async def _classify_or_regress(self, model_name, version, label, body, api):
+        document = json_tensor.parse_body(body)
+        signature_name = json_tensor.signature_name(document)
+        examples = document.get("examples")
+        if examples is None:
+            raise errors.invalid_argument(
+                f"When method is {api}, key 'examples' is expected and was not found")
+        if not isinstance(examples, list):
+            raise errors.invalid_argument("Expecting 'examples' value to be an list/array")
+        if not examples:
+            raise errors.invalid_argument("'examples' value is an empty array")
+        method = inference.CLASSIFY_METHOD if api == "classify" else inference.REGRESS_METHOD
+        self.core.check_method(model_name, version, label, signature_name, method)
+
+    def _metadata(self, model_name, version, label):
+        resolved, signature_def_map = self.core.metadata(model_name, version, label)
+        return model_metadata_json(model_name, resolved, signature_def_map)

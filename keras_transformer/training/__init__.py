@@ -1,0 +1,41 @@
+"""Floor 4: training a translator with `model.fit` into a resumable run folder.
+
+Modules: `losses` (masked, label-smoothed cross-entropy; masked token accuracy),
+`schedule` (warmup-then-rsqrt learning rate), `strategy` (tf.distribute from the
+command line), `callbacks` (backup/restore, checkpoints, time budget, history),
+`trainer` (`train`, `prepare_run`, `compile_model`), `command` (`keras-transformer
+train`). Names load lazily so that `--help` does not import TensorFlow.
+"""
+
+import importlib
+
+_LAZY = {
+    "MaskedSparseCategoricalCrossentropy": "losses",
+    "MaskedTokenAccuracy": "losses",
+    "smoothed_cross_entropy": "losses",
+    "TransformerSchedule": "schedule",
+    "STRATEGIES": "strategy",
+    "make_strategy": "strategy",
+    "is_chief": "strategy",
+    "ResumableBackup": "callbacks",
+    "WeightsCheckpoint": "callbacks",
+    "TimeBudget": "callbacks",
+    "RunHistory": "callbacks",
+    "make_callbacks": "callbacks",
+    "TrainResult": "trainer",
+    "compile_model": "trainer",
+    "make_optimizer": "trainer",
+    "prepare_run": "trainer",
+    "read_run_config": "trainer",
+    "read_split": "trainer",
+    "train": "trainer",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

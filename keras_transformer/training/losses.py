@@ -1,0 +1,141 @@
+"""Masked, label-smoothed cross-entropy and masked token accuracy.
+
+Shape notation: B batch, T target length, V target vocabulary.
+
+Labels are int (B, T) with `PAD_ID` (0) on padding; predictions are float32 logits
+(B, T, V). Both the loss and the accuracy average over real (non-padding) tokens
+only, so a batch's padding changes nothing.
+
+Under `tf.distribute`, the loss divides each replica's token sum by the token count
+of the *global* batch (summed over replicas), so that the gradients Keras sums over
+replicas are those of the global per-token mean, whatever the split of tokens
+between replicas: training over N devices follows one device with the same
+global batch.
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer.constants import PAD_ID
+
+
+def smoothed_cross_entropy(labels, logits, label_smoothing=0.1):
+    """Per-token cross-entropy against the smoothed target distribution.
+
+    The target puts `1 - label_smoothing` on the label and spreads
+    `label_smoothing` evenly over all V classes:
+    `q = (1 - ε)·onehot(y) + ε / V`, loss = `-Σ_k q_k log softmax(logits)_k`.
+
+    Args:
+        labels: int (B, T) target ids.
+        logits: float (B, T, V) unnormalized scores.
+        label_smoothing: ε in [0, 1).
+
+    Returns:
+        float32 (B, T) losses, padding included (mask them yourself).
+    """
+    logits = ops.cast(logits, "float32")
+    log_probs = ops.log_softmax(logits, axis=-1)
+    labels = ops.cast(labels, "int32")
+    label_log_probs = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+    nll = -label_log_probs
+    if not label_smoothing:
+        return nll
+    uniform = -ops.mean(log_probs, axis=-1)
+    return (1.0 - label_smoothing) * nll + label_smoothing * uniform
+
+
+def _global_sum(value):
+    """Sums `value` over the replicas of the current strategy (identity for one)."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
+    """Mean label-smoothed cross-entropy over the non-padding tokens of a batch.
+
+    Args:
+        label_smoothing: ε, the probability mass spread over the vocabulary
+            (the paper uses 0.1).
+        pad_id: label id that marks padding; those positions count for nothing.
+        name: loss name.
+
+    Call arguments:
+        y_true: int (B, T) labels, `pad_id` on padding.
+        y_pred: float (B, T, V) logits.
+
+    Returns:
+        A float32 scalar: Σ over real tokens of the loss / number of real tokens
+        (of the global batch under a distribution strategy).
+
+    Example:
+        >>> loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+        >>> loss(np.array([[5, 0]]), np.zeros((1, 2, 8), "float32"))  # doctest: +SKIP
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="masked_cross_entropy", **kwargs):
+        kwargs.pop("reduction", None)
+        super().__init__(name=name, reduction="none", **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing}.")
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = int(pad_id)
+
+    def call(self, y_true, y_pred):
+        losses = smoothed_cross_entropy(y_true, y_pred, self.label_smoothing)
+        mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), "float32")
+        # A scalar loss is not rescaled by Keras; the replicas' gradients are summed,
+        # so dividing each local sum by the global count yields the global mean.
+        count = ops.sum(mask)
+        return ops.sum(losses * mask) / ops.maximum(count, 1.0)
+
+    def get_config(self):
+        return {"name": self.name, "label_smoothing": self.label_smoothing, "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedTokenAccuracy(keras.metrics.Metric):
+    """Share of non-padding tokens whose arg-max prediction equals the label.
+
+    Args:
+        pad_id: label id that marks padding.
+        name: metric name.
+
+    Call arguments:
+        y_true: int (B, T) labels.
+        y_pred: float (B, T, V) logits.
+
+    Example:
+        >>> metric = MaskedTokenAccuracy()
+        >>> metric.update_state(np.array([[4, 0]]), np.eye(8)[[[4, 1]]])  # doctest: +SKIP
+        >>> float(metric.result())  # 1.0: the padding position is ignored.  # doctest: +SKIP
+    """
+
+    def __init__(self, pad_id=PAD_ID, name="masked_accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = int(pad_id)
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        predictions = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        mask = ops.not_equal(y_true, self.pad_id)
+        hits = ops.logical_and(ops.equal(predictions, y_true), mask)
+        self.correct.assign_add(ops.sum(ops.cast(hits, self.dtype)))
+        self.count.assign_add(ops.sum(ops.cast(mask, self.dtype)))
+
+    def result(self):
+        return ops.divide_no_nan(self.correct, self.count)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}

@@ -1,0 +1,131 @@
+"""Tests of the tf.data pipelines: shifting, truncation, token budget, determinism."""
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.data.corpus import sources_and_targets
+from keras_transformer.data.pipeline import (
+    bucket_batch_sizes,
+    bucket_boundaries_for,
+    make_eval_dataset,
+    make_training_dataset,
+)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(cmn_split):
+    """2,000 training pairs plus long ones that need truncating."""
+    sources, targets = sources_and_targets(cmn_split.train[::12][:2000])
+    sources += ["我们明天去北京吧。" * 8, "你好。"]
+    targets += ["Tom said that he would come. " * 6, "This is a very long answer. " * 9]
+    return sources, targets
+
+
+def _rows(batch):
+    """Per example: (encoder ids, decoder ids, label ids), padding removed."""
+    features, labels = batch
+    out = []
+    for enc, dec, lab in zip(features["encoder_tokens"].numpy(),
+                             features["decoder_tokens"].numpy(), labels.numpy()):
+        out.append((tuple(enc[enc != PAD_ID]), tuple(dec[dec != PAD_ID]), tuple(lab[lab != PAD_ID])))
+    return out
+
+
+def test_decoder_inputs_and_labels_are_shifted_and_truncated(tokenizers, small_corpus):
+    source_tok, target_tok = tokenizers
+    sources, targets = small_corpus
+    sources, targets = ["你好。", "谢谢！"] + sources[-2:], ["Hello.", "Thanks!"] + targets[-2:]
+    max_s, max_t = 12, 9
+    (features, labels), = make_eval_dataset(
+        sources, targets, source_tok, target_tok, batch_size=4,
+        max_source_length=max_s, max_target_length=max_t,
+    )
+    src_ids = spm.SentencePieceProcessor(model_proto=source_tok.model_proto).encode(sources)
+    tgt_ids = spm.SentencePieceProcessor(model_proto=target_tok.model_proto).encode(targets)
+    enc, dec, lab = (features["encoder_tokens"].numpy(), features["decoder_tokens"].numpy(),
+                     labels.numpy())
+    assert enc.dtype == dec.dtype == lab.dtype == np.int32
+    assert dec.shape == lab.shape and dec.shape[1] <= max_t and enc.shape[1] <= max_s
+    truncated = 0
+    for i in range(4):
+        kept = tgt_ids[i][: max_t - 1]
+        truncated += len(kept) < len(tgt_ids[i])
+        n = len(kept) + 1
+        assert enc[i].tolist() == (src_ids[i][:max_s] + [PAD_ID] * enc.shape[1])[: enc.shape[1]]
+        assert dec[i, :n].tolist() == [BOS_ID] + kept
+        assert lab[i, :n].tolist() == kept + [EOS_ID]  # EOS survives truncation
+        assert not dec[i, n:].any() and not lab[i, n:].any()
+    assert truncated == 2  # the two long targets
+    assert enc.shape[1] == max_s  # the long source was cut
+
+
+def test_no_batch_exceeds_token_budget(tokenizers, small_corpus):
+    sources, targets = small_corpus
+    budget = 300
+    dataset = make_training_dataset(
+        sources, targets, *tokenizers, token_budget=budget,
+        max_source_length=40, max_target_length=30, seed=1,
+    )
+    sizes, examples = set(), 0
+    for features, labels in dataset:
+        batch, s = features["encoder_tokens"].shape
+        t = labels.shape[1]
+        assert features["decoder_tokens"].shape == labels.shape
+        assert batch * max(s, t) <= budget, (batch, s, t)
+        sizes.add(batch)
+        examples += batch
+    assert examples == len(sources)
+    assert len(sizes) > 2  # short sentences do share bigger batches
+    assert max(sizes) == budget // 8  # first bucket: lengths up to 8
+
+
+def test_training_batches_hold_every_example_once(tokenizers, small_corpus):
+    sources, targets = small_corpus
+    kwargs = dict(max_source_length=40, max_target_length=30)
+    reference = [r for b in make_eval_dataset(sources, targets, *tokenizers, **kwargs)
+                 for r in _rows(b)]
+    train = [r for b in make_training_dataset(sources, targets, *tokenizers, token_budget=512,
+                                              **kwargs) for r in _rows(b)]
+    assert sorted(train) == sorted(reference)
+    assert train != reference  # shuffled
+
+
+def test_training_order_is_deterministic_given_seed(tokenizers, small_corpus):
+    sources, targets = small_corpus
+
+    def epochs(seed, n=2):
+        dataset = make_training_dataset(sources, targets, *tokenizers, token_budget=512, seed=seed)
+        return [[r for b in dataset for r in _rows(b)] for _ in range(n)]
+
+    first = epochs(0)
+    assert epochs(0) == first  # rebuilt pipeline, same order, epoch by epoch
+    assert first[0] != first[1]  # but each epoch is reshuffled
+    assert epochs(1, n=1)[0] != first[0]
+
+
+def test_eval_batches_keep_corpus_order(tokenizers, small_corpus):
+    sources, targets = small_corpus
+    sources, targets = sources[:10], targets[:10]
+    batches = list(make_eval_dataset(sources, targets, *tokenizers, batch_size=4))
+    assert [b[1].shape[0] for b in batches] == [4, 4, 2]
+    decoded = [t.decode("utf-8") for b in batches for t in tokenizers[1].detokenize(b[1]).numpy()]
+    expected = spm.SentencePieceProcessor(model_proto=tokenizers[1].model_proto).decode(
+        spm.SentencePieceProcessor(model_proto=tokenizers[1].model_proto).encode(targets))
+    assert decoded == expected
+
+
+def test_bucket_sizes_fit_budget():
+    boundaries = bucket_boundaries_for(64)
+    assert boundaries == [9, 17, 25, 33, 41, 49, 57]
+    sizes = bucket_batch_sizes(boundaries, 64, 4096)
+    assert sizes == [512, 256, 170, 128, 102, 85, 73, 64]
+    longest = [b - 1 for b in boundaries] + [64]
+    assert all(size * length <= 4096 for size, length in zip(sizes, longest))
+    with pytest.raises(ValueError, match="cannot hold"):
+        bucket_batch_sizes(boundaries, 64, 63)
+    with pytest.raises(ValueError, match="increase"):
+        bucket_batch_sizes([9, 9, 17], 64, 4096)
+    with pytest.raises(ValueError, match="increase"):
+        bucket_batch_sizes([9, 80], 64, 4096)

@@ -1,0 +1,97 @@
+"""Tiny SavedModels for the serving tests: text in, text out, no Keras.
+
+Version N's serving_default returns the upper-cased text, a score of half
+the text's length, the raw input bytes (as `raw_bytes`, written as base64 over
+REST) and the version number, so a test can tell which version answered.
+"""
+
+import os
+import shutil
+
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+
+class TinyTranslator(tf.Module):
+    def __init__(self, version):
+        super().__init__()
+        self._version = version
+        self.calls = tf.Variable(0, dtype=tf.int64)  # Counts model calls.
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def translate(self, text):
+        self.calls.assign_add(1)
+        translation = tf.strings.upper(text)
+        if self._version != 1:
+            translation = tf.strings.join([translation, f"v{self._version}"], separator=" ")
+        return {
+            "translation": translation,
+            "score": tf.cast(tf.strings.length(text), tf.float32) / 2,
+            "raw_bytes": text,
+            "version": tf.fill(tf.shape(text), tf.constant(self._version, tf.int64)),
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="a"),
+                                  tf.TensorSpec([None, 2], tf.int32, name="b")])
+    def pair(self, a, b):
+        total = tf.strings.as_string(tf.reduce_sum(b, axis=-1))
+        return {"joined": tf.strings.join([a, total], separator=":")}
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32, name="unused")])
+    def call_count(self, unused):
+        del unused
+        return {"calls": self.calls.read_value()}
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32, name="n")])
+    def slow(self, n):
+        _, total = tf.while_loop(lambda i, t: i < n, lambda i, t: (i + 1, t + tf.sin(t)),
+                                 (tf.constant(0), tf.constant(1.0)))
+        return {"total": total}
+
+
+def save_tiny_model(path, version):
+    """Writes version `version` of the tiny model to `path`."""
+    module = TinyTranslator(version)
+    signatures = {
+        "serving_default": module.translate.get_concrete_function(),
+        "pair": module.pair.get_concrete_function(),
+        "call_count": module.call_count.get_concrete_function(),
+        "slow": module.slow.get_concrete_function(),
+    }
+    tf.saved_model.save(module, path, signatures=signatures)
+    return path
+
+
+def write_warmup(version_dir, texts_per_request, signature_name="serving_default"):
+    """Writes assets.extra/tf_serving_warmup_requests with one request per entry."""
+    folder = os.path.join(version_dir, "assets.extra")
+    os.makedirs(folder, exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(folder, "tf_serving_warmup_requests")) as writer:
+        for texts in texts_per_request:
+            log = prediction_log_pb2.PredictionLog()
+            request = log.predict_log.request
+            request.model_spec.name = "tiny"
+            request.model_spec.signature_name = signature_name
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto(texts, dtype=tf.string))
+            writer.write(log.SerializeToString())
+
+
+def install_version(source, base_path, version):
+    """Copies a saved version in under a temporary name, then renames it."""
+    os.makedirs(base_path, exist_ok=True)
+    temporary = os.path.join(base_path, f"tmp-{version}")
+    shutil.copytree(source, temporary)
+    final = os.path.join(base_path, str(version))
+    os.rename(temporary, final)
+    return final
+
+
+def install_corrupt_version(base_path, version):
+    """A version folder whose saved_model.pb is garbage."""
+    folder = os.path.join(base_path, f"tmp-{version}")
+    os.makedirs(os.path.join(folder, "variables"))
+    with open(os.path.join(folder, "saved_model.pb"), "wb") as file:
+        file.write(b"\x08\x96\x01this is not a SavedModel\xff\xfe")
+    final = os.path.join(base_path, str(version))
+    os.rename(folder, final)
+    return final
