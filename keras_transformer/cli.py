@@ -16,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 COMMANDS = {
     "summary": ("keras_transformer.models.summary", "print a preset model's layers and sizes"),
     "train": ("keras_transformer.training.command", "train a translator on a parallel corpus"),
+    "serve": ("keras_transformer.serving.command", "serve exported models over TF Serving's REST and gRPC APIs"),
 }
 
 

@@ -9,6 +9,8 @@ in-process (the `translate` command) and, saved, in TensorFlow Serving.
 
 import tensorflow as tf
 
+from keras_transformer.constants import BOS_ID
+from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.scoring import score_sequences
 from keras_transformer.decoding.search import SequenceSearch
@@ -48,7 +50,13 @@ class TranslationModule(tf.Module):
         jit_compile=False,
     ):
         super().__init__(name="translator")
+        # The Keras model stays out of the saved object graph: Keras variables would
+        # be saved as wrapper objects apart from the tf.Variables the graph reads,
+        # and TF1-style loaders (TF Serving's C++ loader) would restore the wrong
+        # ones. `signatures()` tracks the tf.Variables the functions really use.
+        self._setattr_tracking = False
         self.model = model
+        self._setattr_tracking = True
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_source_length = checks.check_positive_int("max_source_length", max_source_length)
@@ -132,11 +140,64 @@ class TranslationModule(tf.Module):
         pieces = tf.where(tf.equal(ids, PAD_ID), tf.constant(""), pieces)
         return {"token_ids": ids, "pieces": pieces, "lengths": lengths}
 
-    def signatures(self):
-        """The named signatures to export: serving_default first."""
+    @tf.function(input_signature=[TEXT_SPEC])
+    def attention(self, text):
+        """Translates and returns what the translation attended to, for plots and the page.
+
+        Returns:
+            translation (B,) strings and score (B,); source_pieces (B, S) and
+            target_pieces (B, T) strings ("" for padding; target pieces end with the
+            end-of-sentence piece "</s>"); source_lengths, target_lengths (B,);
+            cross_attention (B, N, H, T, S) floats: layer N, head H, output token T,
+            input token S.
+        """
+        source = self.encode_text(text)
+        if self.beam_width == 1:
+            result = self.search.greedy(source)
+            tokens, scores = result["tokens"], result["scores"]
+        else:
+            result = self.search.beam_search(source)
+            tokens, scores = result["tokens"][:, 0], result["scores"][:, 0]
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=1)
+        batch_size = tf.shape(tokens)[0]
+        # Output tokens followed by EOS: the positions whose predictions were made.
+        padded = tf.concat([tokens, tf.zeros([batch_size, 1], tf.int32)], axis=1)
+        labels = padded + EOS_ID * tf.one_hot(lengths, tf.shape(padded)[1], dtype=tf.int32)
+        decoder_tokens = tf.concat([tf.fill([batch_size, 1], BOS_ID), padded[:, :-1]], axis=1)
+        maps = self.model.attention_weights(source, decoder_tokens)
+        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source, PAD_ID), tf.int32), axis=1)
+        source_pieces = tf.where(
+            tf.equal(source, PAD_ID), tf.constant(""), self.source_tokenizer.id_to_string(source)
+        )
+        target_pieces = tf.where(
+            tf.equal(labels, PAD_ID), tf.constant(""), self.target_tokenizer.id_to_string(labels)
+        )
+        translation = self.target_tokenizer.detokenize(tokens)
+        empty = tf.equal(source_lengths, 0)
         return {
+            "translation": tf.where(empty, tf.constant(""), translation),
+            "score": tf.where(empty, tf.constant(0.0), scores),
+            "source_pieces": source_pieces,
+            "target_pieces": target_pieces,
+            "source_lengths": source_lengths,
+            "target_lengths": lengths + 1,
+            "cross_attention": maps["cross"],
+        }
+
+    def signatures(self):
+        """The named signatures to export (serving_default first); tracks their variables."""
+        signatures = {
             "serving_default": self.translate.get_concrete_function(),
             "translate_n_best": self.translate_n_best.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
+            "attention": self.attention.get_concrete_function(),
         }
+        used, seen = [], set()
+        for function in signatures.values():
+            for variable in function.variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    used.append(variable)
+        self.model_variables = used
+        return signatures

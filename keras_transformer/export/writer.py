@@ -20,8 +20,8 @@ import uuid
 
 import tensorflow as tf
 
-from keras_transformer.serving.versions import is_version_dir
-from keras_transformer.serving.versions import next_version
+from keras_transformer.versions import is_version_dir
+from keras_transformer.versions import next_version
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 MANIFEST_FILE = "manifest.json"

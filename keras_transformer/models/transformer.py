@@ -240,6 +240,49 @@ class Seq2SeqTransformer(keras.Model):
             updated.append(self_cache)
         return _project(layers, x), tuple(updated)
 
+    def attention_weights(self, encoder_tokens, decoder_tokens):
+        """Every attention map of a teacher-forced pass, for plots and the web page.
+
+        Args:
+            encoder_tokens: (B, S) int32 source ids.
+            decoder_tokens: (B, T) int32 decoder inputs (BOS + target prefix).
+
+        Returns:
+            dict of float32 tensors, N = layers: "encoder_self" (B, N, H, S, S),
+            "decoder_self" (B, N, H, T, T), "cross" (B, N, H, T, S).
+        """
+        layers = self.transformer_layers
+        encoder_mask = layers.source_mask(encoder_tokens)
+        x = layers.source_dropout(layers.source_positions(layers.source_embedding(encoder_tokens)))
+        encoder_maps = []
+        for block in layers.encoder_blocks:
+            x, weights = block(x, padding_mask=encoder_mask, return_attention_scores=True)
+            encoder_maps.append(weights)
+        if layers.encoder_output_norm is not None:
+            x = layers.encoder_output_norm(x)
+        decoder_mask = layers.target_mask(decoder_tokens)
+        y = layers.target_positions(layers.target_embedding(decoder_tokens))
+        self_maps, cross_maps = [], []
+        for block in layers.decoder_blocks:
+            y, (self_weights, cross_weights) = block(
+                y,
+                x,
+                decoder_padding_mask=decoder_mask,
+                encoder_padding_mask=encoder_mask,
+                return_attention_scores=True,
+            )
+            self_maps.append(self_weights)
+            cross_maps.append(cross_weights)
+
+        def stack(maps):
+            return ops.cast(ops.stack(maps, axis=1), "float32")
+
+        return {
+            "encoder_self": stack(encoder_maps),
+            "decoder_self": stack(self_maps),
+            "cross": stack(cross_maps),
+        }
+
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
 

@@ -1,7 +1,6 @@
 """A TF Serving-compatible model server for any SavedModel folder.
 
 Modules (one idea each):
-    versions      the integer version-folder convention (shared with export)
     config        model config / batching / monitoring text protos
     servable      one loaded SavedModel version and its signatures
     warmup        assets.extra/tf_serving_warmup_requests replay
@@ -16,6 +15,7 @@ Modules (one idea each):
     server        ModelServer, ServerThread, serve(), add_arguments(), main()
     client        ServingClient / TranslationClient (REST or gRPC)
 
-The package imports nothing heavy at import time, so `versions` can be used
-without TensorFlow; it never imports the Keras model code.
+The version-folder convention lives in `keras_transformer.versions` (shared with
+the exporter). The package imports nothing heavy at import time and never imports
+the Keras model code.
 """

@@ -116,7 +116,8 @@ class BatchScheduler:
             other_array = other.inputs[name]
             if array.dtype != other_array.dtype or array.ndim != other_array.ndim:
                 return False
-            if array.shape[1:] != other_array.shape[1:] and not self._options.pad_variable_length_inputs:
+            padding = self._options.pad_variable_length_inputs
+            if array.shape[1:] != other_array.shape[1:] and not padding:
                 return False
         return True
 

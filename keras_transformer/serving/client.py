@@ -29,6 +29,15 @@ class ServingError(RuntimeError):
         self.message = message
 
 
+# Signature dtypes -> numpy, so REST answers match gRPC's arrays without TensorFlow.
+_NUMPY_DTYPES = {
+    "DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_HALF": np.float16,
+    "DT_INT8": np.int8, "DT_INT16": np.int16, "DT_INT32": np.int32, "DT_INT64": np.int64,
+    "DT_UINT8": np.uint8, "DT_UINT16": np.uint16, "DT_UINT32": np.uint32,
+    "DT_UINT64": np.uint64, "DT_BOOL": np.bool_,
+}
+
+
 def _is_b64(value):
     return isinstance(value, dict) and set(value) == {"b64"}
 
@@ -190,10 +199,16 @@ class ServingClient:
             self._model_url() + ":predict", data=json.dumps(body).encode("utf-8"),
             headers={"Content-Type": "application/json"}, method="POST")
         outputs = self._http(request)["outputs"]
+        specs = self._signature(signature_name)["outputs"]
         if not isinstance(outputs, dict) or _is_b64(outputs):
             # A single output comes back unnamed; its name is in the metadata.
-            outputs = {self._single_output_name(signature_name): outputs}
-        return {name: _from_json(value) for name, value in outputs.items()}
+            outputs = {sorted(specs)[0]: outputs}
+        arrays = {}
+        for name, value in outputs.items():
+            array = _from_json(value)
+            dtype = _NUMPY_DTYPES.get(specs.get(name, {}).get("dtype"))
+            arrays[name] = array.astype(dtype) if dtype is not None else array
+        return arrays
 
     def _signature(self, signature_name):
         """The signature's metadata dict, fetched once per signature."""
@@ -203,9 +218,6 @@ class ServingClient:
                 raise ServingError("NOT_FOUND", f"No signature {signature_name!r}")
             self._signatures[signature_name] = signatures[signature_name]
         return self._signatures[signature_name]
-
-    def _single_output_name(self, signature_name):
-        return sorted(self._signature(signature_name)["outputs"])[0]
 
     # -------------------------------------------------------------------- gRPC
 
@@ -289,4 +301,5 @@ class TranslationClient(ServingClient):
             return []
         outputs = self.predict({self.input_name: [t.encode("utf-8") for t in texts]},
                                signature_name)
-        return [value.decode("utf-8") for value in np.asarray(outputs[self.output_name]).reshape(-1)]
+        translations = np.asarray(outputs[self.output_name]).reshape(-1)
+        return [value.decode("utf-8") for value in translations]

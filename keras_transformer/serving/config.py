@@ -1,12 +1,17 @@
-"""TF Serving's configuration files: model config, batching, monitoring.
+"""Server configuration: TF Serving's config files, request limits, options.
 
-All three are text protos. The model config uses TF Serving's own
+TF Serving's model config, batching parameters and monitoring config are text
+protos. The model config uses TF Serving's own
 `ModelServerConfig` message. The batching and monitoring messages are not
 shipped in the `tensorflow-serving-api` wheel, so when their generated modules
 are missing we declare the same messages (same field names and numbers as
 `session_bundle_config.proto` and `monitoring_config.proto`) in a private
 descriptor pool and parse with `text_format`, which gives the exact syntax and
 errors TF Serving's parser would.
+
+`ServingLimits` and `ServerOptions` gather everything else a server is started
+with. This module stays light (protobuf only, no TensorFlow) so the CLI can
+build its parser cheaply.
 """
 
 import dataclasses
@@ -176,8 +181,8 @@ def _build_message_classes():
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
     pool.AddSerializedFile(file_proto.SerializeToString())
-    return (message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.serving.{name}"))
-            for name in ("BatchingParameters", "MonitoringConfig"))
+    return (message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.serving.{n}"))
+            for n in ("BatchingParameters", "MonitoringConfig"))
 
 
 BatchingParametersProto, MonitoringConfigProto = _build_message_classes()
@@ -283,3 +288,62 @@ def parse_monitoring_config(text):
 def read_monitoring_config_file(path):
     with open(path, encoding="utf-8") as file:
         return parse_monitoring_config(file.read())
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingLimits:
+    """Per-request limits that keep one client from starving the others.
+
+    Attributes:
+        max_body_bytes: largest REST body / gRPC message accepted.
+        max_instances: most rows (size of axis 0) of any input in one request.
+        request_timeout_s: a model call still running after this long answers
+            DEADLINE_EXCEEDED (HTTP 504).
+    """
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_instances: int = 1000
+    request_timeout_s: float = 30.0
+
+
+@dataclasses.dataclass
+class ServerOptions:
+    """Everything a `ModelServer` needs.
+
+    Attributes:
+        model_config: a validated `ModelServerConfig` proto.
+        host: address both APIs bind; loopback unless told otherwise.
+        port: gRPC port (0: any free port).
+        rest_api_port: REST port (0: any free port; None: no REST API).
+        rest_api_host: REST address when it differs from `host`.
+        batching: `BatchingOptions`, or None for no batching.
+        poll_seconds: file system poll period (<= 0: poll once at start).
+        monitoring: `MonitoringOptions` (where metrics are served).
+        limits: `ServingLimits`.
+        enable_model_warmup: run assets.extra warmup requests on load.
+        allow_config_reload: accept ModelService.HandleReloadConfigRequest.
+        num_model_threads: threads for unbatched model calls.
+        static_dir: folder whose index.html is served at "/" (web page hook).
+        shutdown_grace_s: how long in-flight requests may run at shutdown.
+    """
+
+    model_config: object
+    host: str = "127.0.0.1"
+    port: int = 8500
+    rest_api_port: int | None = 8501
+    rest_api_host: str | None = None
+    batching: BatchingOptions | None = None
+    poll_seconds: float = 1.0
+    monitoring: MonitoringOptions = dataclasses.field(default_factory=MonitoringOptions)
+    limits: ServingLimits = dataclasses.field(default_factory=ServingLimits)
+    enable_model_warmup: bool = True
+    allow_config_reload: bool = False
+    num_model_threads: int | None = None
+    static_dir: str | None = None
+    shutdown_grace_s: float = 5.0
+
+    @classmethod
+    def from_model(cls, model_name, model_base_path, **kwargs):
+        """Options for one model, as `--model_name --model_base_path` give."""
+        return cls(model_config=single_model_config(
+            model_name, os.path.abspath(model_base_path)), **kwargs)

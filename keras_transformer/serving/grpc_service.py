@@ -43,16 +43,19 @@ class _Servicer:
     async def _answer(self, api, model_name, context, compute):
         """Runs `compute()` and maps any failure to a gRPC status."""
         started = time.monotonic()
-        failure = None
+        status, failure = "CANCELLED", None  # Stays CANCELLED if the client goes away.
         try:
-            return await compute()
+            response = await compute()
+            status = "OK"
+            return response
         except errors.ServingError as error:
             failure = error
         except Exception:  # A bug must become INTERNAL, not a dropped call.
             _log.exception("Internal error in %s", api)
             failure = errors.ServingError("INTERNAL", "Internal server error")
         finally:
-            status = failure.code if failure is not None else "OK"
+            if failure is not None:
+                status = failure.code
             self._core.metrics.record_request(
                 self._core.metrics_model_name(model_name), api, "GRPC", status,
                 time.monotonic() - started)
@@ -122,7 +125,8 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
 
     async def MultiInference(self, request, context):
         async def compute():
-            raise errors.ServingError("UNIMPLEMENTED", "MultiInference is not supported by this server")
+            raise errors.ServingError(
+                "UNIMPLEMENTED", "MultiInference is not supported by this server")
 
         return await self._answer("MultiInference", "", context, compute)
 

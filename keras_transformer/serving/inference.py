@@ -10,7 +10,6 @@ a running call.
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import os
 
 from tensorflow_serving.apis import get_model_status_pb2
@@ -19,22 +18,6 @@ from keras_transformer.serving import errors
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
-
-
-@dataclasses.dataclass(frozen=True)
-class ServingLimits:
-    """Per-request limits that keep one client from starving the others.
-
-    Attributes:
-        max_body_bytes: largest REST body / gRPC message accepted.
-        max_instances: most rows (size of axis 0) of any input in one request.
-        request_timeout_s: a model call still running after this long answers
-            DEADLINE_EXCEEDED (HTTP 504).
-    """
-
-    max_body_bytes: int = 4 * 1024 * 1024
-    max_instances: int = 1000
-    request_timeout_s: float = 30.0
 
 
 def model_status_response(status_rows):
@@ -59,7 +42,7 @@ class ServingCore:
 
     Args:
         registry: a `manager.ModelRegistry`.
-        limits: `ServingLimits`.
+        limits: `config.ServingLimits`.
         metrics: a `metrics.ServingMetrics`.
         num_threads: worker threads for model calls not handled by a batch
             scheduler.

@@ -20,13 +20,14 @@ ROW, COLUMNAR = "row", "columnar"
 _BYTES_SUFFIX = "_bytes"
 _FLOAT32_MAX_INT = (1 << 24) - 1
 _FLOAT64_MAX_INT = (1 << 53) - 1
+_MAX_RANK = 32  # numpy stops at 64 dimensions; no signature needs more than a few.
 
 
 def _json_text(value, limit=200):
     try:
         text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):
+        text = f"<{_json_type(value)}>"
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -96,7 +97,8 @@ def _is_b64(value):
 def _type_error(value, dtype):
     name = "string" if dtype == tf.string else dtype.name
     return errors.invalid_argument(
-        f"JSON Value: {_json_text(value)} Type: {_json_type(value)} is not of expected type: {name}")
+        f"JSON Value: {_json_text(value)} Type: {_json_type(value)} "
+        f"is not of expected type: {name}")
 
 
 def _leaf(value, dtype):
@@ -180,6 +182,9 @@ def value_to_array(value, dtype):
         A numpy array; strings become an object array of bytes.
     """
     shape = _dense_shape(value)
+    if len(shape) > _MAX_RANK:
+        raise errors.invalid_argument(
+            f"JSON value is nested too deeply: rank {len(shape)} > {_MAX_RANK}")
     flat = []
     try:
         _fill(value, 0, shape, dtype, flat)

@@ -20,7 +20,7 @@ import threading
 
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import errors
-from keras_transformer.serving import versions as versions_lib
+from keras_transformer import versions as versions_lib
 
 _log = logging.getLogger(__name__)
 

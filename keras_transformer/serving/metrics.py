@@ -75,7 +75,8 @@ class ServingMetrics:
 
     def record_batch(self, model_name, batch_size):
         with self._lock:
-            self._batch_size.setdefault(model_name, _Histogram(_BATCH_SIZE_BUCKETS)).observe(batch_size)
+            histogram = self._batch_size.setdefault(model_name, _Histogram(_BATCH_SIZE_BUCKETS))
+            histogram.observe(batch_size)
 
     def request_count(self, model_name, status="OK"):
         with self._lock:

@@ -130,7 +130,8 @@ class RestApi:
     async def _v1(self, request):
         started = time.monotonic()
         path = request.path
-        api, model_name, status = "unknown", "", "INTERNAL"
+        # Stays CANCELLED if the client disconnects and aiohttp cancels us.
+        api, model_name, status = "unknown", "", "CANCELLED"
         try:
             match = _PREDICTION_PATH.fullmatch(path) if request.method == "POST" else None
             if match:
@@ -140,7 +141,8 @@ class RestApi:
                 if api == "predict":
                     response = await self._predict(model_name, version, label, body)
                 else:
-                    response = await self._classify_or_regress(model_name, version, label, body, api)
+                    response = await self._classify_or_regress(
+                        model_name, version, label, body, api)
             else:
                 match = _STATUS_PATH.fullmatch(path) if request.method == "GET" else None
                 if not match:
@@ -161,6 +163,9 @@ class RestApi:
         except errors.ServingError as error:
             status = error.code
             return _error_response(error)
+        except Exception:
+            status = "INTERNAL"  # Answered 500 by the middleware.
+            raise
         finally:
             self.core.metrics.record_request(
                 self.core.metrics_model_name(model_name or ""), api, "REST", status,

@@ -100,7 +100,7 @@ class Signature:
                 f"Missing but required: {{{','.join(sorted(expected - given))}}}.")
         checked = {}
         for name, spec in self.inputs.items():
-            array = np.asarray(inputs[name]) if not isinstance(inputs[name], np.ndarray) else inputs[name]
+            array = np.asarray(inputs[name])
             checked[name] = self._check_dtype(name, spec, array)
             if not spec.shape.is_compatible_with(array.shape):
                 raise errors.invalid_argument(

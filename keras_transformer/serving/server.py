@@ -13,11 +13,8 @@ From the command line: `python -m keras_transformer.serving.server --model_name=
 --model_base_path=export/zh_en` (the same flags as tensorflow_model_server).
 """
 
-import argparse
 import asyncio
-import dataclasses
 import logging
-import os
 import signal
 import socket
 import threading
@@ -26,6 +23,7 @@ import grpc
 from aiohttp import web
 
 from keras_transformer.serving import batching
+from keras_transformer.serving import command
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import grpc_service
 from keras_transformer.serving import inference
@@ -38,49 +36,11 @@ from keras_transformer.serving import warmup
 
 _log = logging.getLogger(__name__)
 
-
-@dataclasses.dataclass
-class ServerOptions:
-    """Everything a `ModelServer` needs.
-
-    Attributes:
-        model_config: a validated `ModelServerConfig` proto.
-        host: address both APIs bind; loopback unless told otherwise.
-        port: gRPC port (0: any free port).
-        rest_api_port: REST port (0: any free port; None: no REST API).
-        rest_api_host: REST address when it differs from `host`.
-        batching: `config.BatchingOptions`, or None for no batching.
-        poll_seconds: file system poll period (<= 0: poll once at start).
-        monitoring: `config.MonitoringOptions` (where metrics are served).
-        limits: `inference.ServingLimits`.
-        enable_model_warmup: run assets.extra warmup requests on load.
-        allow_config_reload: accept ModelService.HandleReloadConfigRequest.
-        num_model_threads: threads for unbatched model calls.
-        static_dir: folder whose index.html is served at "/" (web page hook).
-        shutdown_grace_s: how long in-flight requests may run at shutdown.
-    """
-
-    model_config: object
-    host: str = "127.0.0.1"
-    port: int = 8500
-    rest_api_port: int | None = 8501
-    rest_api_host: str | None = None
-    batching: config_lib.BatchingOptions | None = None
-    poll_seconds: float = 1.0
-    monitoring: config_lib.MonitoringOptions = dataclasses.field(
-        default_factory=config_lib.MonitoringOptions)
-    limits: inference.ServingLimits = dataclasses.field(default_factory=inference.ServingLimits)
-    enable_model_warmup: bool = True
-    allow_config_reload: bool = False
-    num_model_threads: int | None = None
-    static_dir: str | None = None
-    shutdown_grace_s: float = 5.0
-
-    @classmethod
-    def from_model(cls, model_name, model_base_path, **kwargs):
-        """Options for one model, as `--model_name --model_base_path` give."""
-        return cls(model_config=config_lib.single_model_config(
-            model_name, os.path.abspath(model_base_path)), **kwargs)
+# The server's public entry points, in one import.
+ServerOptions = config_lib.ServerOptions
+add_arguments = command.add_arguments
+main = command.main
+serve = command.serve
 
 
 def _grpc_address(host, port):
@@ -155,21 +115,22 @@ class ModelServer:
 
     async def stop(self):
         """Stops accepting, lets in-flight requests finish, unloads everything."""
-        grace = self.options.shutdown_grace_s
+        closing = []
         if self._rest_runner is not None:
-            await self._rest_runner.cleanup()
+            closing.append(self._rest_runner.cleanup())  # Waits up to shutdown_timeout.
             self._rest_runner = None
         if self._grpc_server is not None:
-            await self._grpc_server.stop(grace)
+            closing.append(self._grpc_server.stop(self.options.shutdown_grace_s))
             self._grpc_server = None
+        await asyncio.gather(*closing)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.registry.stop)
         self.core.shutdown()
 
 
-async def _serve_until_signal(options):
+async def serve_until_signal(options):
+    """Runs a `ModelServer` until SIGINT/SIGTERM, then stops it gracefully."""
     server = ModelServer(options)
-    await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -178,6 +139,7 @@ async def _serve_until_signal(options):
         except (NotImplementedError, RuntimeError):  # Not the main thread / Windows.
             pass
     try:
+        await server.start()
         await stop.wait()
     finally:
         _log.info("Shutting down")
@@ -210,8 +172,12 @@ class ServerThread:
 
     def start(self):
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(
-            self._start_timeout_s)
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(
+                self._start_timeout_s)
+        except BaseException:
+            self.stop()  # Closes whatever did start (a port, the poller).
+            raise
         return self
 
     def stop(self):
@@ -230,131 +196,6 @@ class ServerThread:
 
     def __exit__(self, *exc_info):
         self.stop()
-
-
-# ----------------------------------------------------------------------- flags
-
-
-def add_arguments(parser):
-    """Adds tensorflow_model_server's flag names (and this server's limits).
-
-    Args:
-        parser: an `argparse.ArgumentParser` (or subparser).
-
-    Returns:
-        The parser.
-    """
-    limits = inference.ServingLimits()
-    add = parser.add_argument
-    add("--model_name", default="default", help="Model name (ignored with --model_config_file).")
-    add("--model_base_path", default=None, help="Folder of integer version folders.")
-    add("--model_config_file", default=None, help="model_config_list text proto.")
-    add("--port", type=int, default=8500, help="gRPC port.")
-    add("--rest_api_port", type=int, default=8501, help="REST port; 0 disables REST.")
-    add("--host", default="127.0.0.1",
-        help="Address to bind (gRPC and REST); 0.0.0.0 exposes the server to the network.")
-    add("--rest_api_host", default=None, help="REST address, when it differs from --host.")
-    add("--rest_api_timeout_in_ms", type=int, default=int(limits.request_timeout_s * 1000),
-        help="Model call deadline; past it a request answers 504 / DEADLINE_EXCEEDED.")
-    add("--enable_batching", action=argparse.BooleanOptionalAction, default=False)
-    add("--batching_parameters_file", default=None, help="BatchingParameters text proto.")
-    add("--file_system_poll_wait_seconds", type=float, default=1.0,
-        help="Seconds between polls of the base paths for new versions; 0 polls once.")
-    add("--monitoring_config_file", default=None,
-        help="MonitoringConfig text proto (Prometheus path); metrics are on by default at "
-             f"{config_lib.DEFAULT_METRICS_PATH}.")
-    add("--enable_model_warmup", action=argparse.BooleanOptionalAction, default=True)
-    add("--allow_version_labels_for_unavailable_models", action=argparse.BooleanOptionalAction,
-        default=True, help="Accepted for compatibility; labels may always name any version.")
-    add("--enable_model_config_reload", action=argparse.BooleanOptionalAction, default=False,
-        help="Allow ModelService.HandleReloadConfigRequest.")
-    add("--max_request_bytes", type=int, default=limits.max_body_bytes,
-        help="Largest REST body or gRPC message accepted.")
-    add("--max_instances_per_request", type=int, default=limits.max_instances,
-        help="Most rows in one request.")
-    add("--num_model_threads", type=int, default=None, help="Threads for model calls.")
-    add("--static_dir", default=None, help="Serve index.html from this folder at /.")
-    return parser
-
-
-def options_from_args(args):
-    """Builds `ServerOptions` from parsed `add_arguments` flags.
-
-    Raises:
-        ConfigError: on inconsistent flags or unreadable config files.
-    """
-    if args.model_config_file:
-        model_config = config_lib.read_model_config_file(args.model_config_file)
-    elif args.model_base_path:
-        config_lib.check_model_name(args.model_name)
-        model_config = config_lib.single_model_config(
-            args.model_name, os.path.abspath(args.model_base_path))
-    else:
-        raise config_lib.ConfigError("Give --model_base_path or --model_config_file")
-    batching_options = None
-    if args.enable_batching:
-        batching_options = (config_lib.read_batching_parameters_file(args.batching_parameters_file)
-                            if args.batching_parameters_file else config_lib.BatchingOptions())
-    elif args.batching_parameters_file:
-        raise config_lib.ConfigError("--batching_parameters_file needs --enable_batching")
-    monitoring = (config_lib.read_monitoring_config_file(args.monitoring_config_file)
-                  if args.monitoring_config_file else config_lib.MonitoringOptions())
-    return ServerOptions(
-        model_config=model_config,
-        host=args.host,
-        port=args.port,
-        rest_api_port=args.rest_api_port or None,
-        rest_api_host=args.rest_api_host,
-        batching=batching_options,
-        poll_seconds=args.file_system_poll_wait_seconds,
-        monitoring=monitoring,
-        limits=inference.ServingLimits(
-            max_body_bytes=args.max_request_bytes,
-            max_instances=args.max_instances_per_request,
-            request_timeout_s=args.rest_api_timeout_in_ms / 1000),
-        enable_model_warmup=args.enable_model_warmup,
-        allow_config_reload=args.enable_model_config_reload,
-        num_model_threads=args.num_model_threads,
-        static_dir=args.static_dir)
-
-
-def serve(model_name="default", model_base_path=None, model_config_file=None, port=8500,
-          rest_api_port=8501, host="127.0.0.1", enable_batching=False,
-          batching_parameters_file=None, file_system_poll_wait_seconds=1.0,
-          monitoring_config_file=None, static_dir=None, **flags):
-    """Runs the server until SIGINT/SIGTERM, then shuts down gracefully.
-
-    Arguments mirror the flags of `add_arguments` (and tensorflow_model_server);
-    extra flags (`rest_api_host`, `max_request_bytes`, ...) go in `**flags`.
-    """
-    parser = add_arguments(argparse.ArgumentParser())
-    args = parser.parse_args([])
-    values = dict(model_name=model_name, model_base_path=model_base_path,
-                  model_config_file=model_config_file, port=port, rest_api_port=rest_api_port,
-                  host=host, enable_batching=enable_batching,
-                  batching_parameters_file=batching_parameters_file,
-                  file_system_poll_wait_seconds=file_system_poll_wait_seconds,
-                  monitoring_config_file=monitoring_config_file, static_dir=static_dir, **flags)
-    for name, value in values.items():
-        if not hasattr(args, name):
-            raise TypeError(f"serve() got an unexpected argument {name!r}")
-        setattr(args, name, value)
-    asyncio.run(_serve_until_signal(options_from_args(args)))
-
-
-def main(argv=None):
-    """Command-line entry point; returns the exit status."""
-    parser = add_arguments(argparse.ArgumentParser(
-        prog="keras-transformer serve",
-        description="Serve SavedModels over TF Serving's REST and gRPC APIs."))
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        options = options_from_args(args)
-    except (config_lib.ConfigError, OSError) as error:
-        parser.error(str(error))
-    asyncio.run(_serve_until_signal(options))
-    return 0
 
 
 if __name__ == "__main__":

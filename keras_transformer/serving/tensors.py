@@ -1,6 +1,5 @@
 """TensorProto <-> numpy, guarded against requests that would blow up memory."""
 
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.serving import errors

@@ -42,7 +42,8 @@ def read_warmup_requests(export_dir):
         for record in tf.data.TFRecordDataset(path):
             if len(requests) >= MAX_WARMUP_RECORDS:
                 raise errors.invalid_argument(
-                    f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}")
+                    f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) "
+                    f"at {path}")
             log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
             if log.WhichOneof("log_type") != "predict_log":
                 raise errors.invalid_argument(

@@ -91,7 +91,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), "float32")
         # A scalar loss is not rescaled by Keras; the replicas' gradients are summed,
         # so dividing each local sum by the global count yields the global mean.
-        count = ops.sum(mask)
+        count = _global_sum(ops.sum(mask))
         return ops.sum(losses * mask) / ops.maximum(count, 1.0)
 
     def get_config(self):

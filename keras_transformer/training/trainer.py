@@ -24,6 +24,7 @@ import json
 import math
 import os
 import sys
+import warnings
 
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
@@ -448,7 +449,7 @@ def train(
     data_path=None,
     src="zh",
     tgt="en",
-    preset="small",
+    preset=None,
     minutes=None,
     epochs=None,
     token_budget=None,
@@ -481,7 +482,8 @@ def train(
         data_path: the tab-separated corpus (needed on the first call only).
         src: source language code.
         tgt: target language code.
-        preset: model preset for a new run; must match the folder's when resuming.
+        preset: model preset for a new run (None: "small"); when resuming, None
+            or the folder's preset.
         minutes: wall-time budget of this call (None: no budget).
         epochs: total epochs of the run.
         token_budget: most (padded) tokens per global batch.
@@ -602,13 +604,17 @@ def train(
         probe = RunProgress()
         if verbose is None:
             verbose = 1 if sys.stdout.isatty() else 2
-        history = model.fit(
-            train_data,
-            validation_data=validation_data,
-            epochs=settings["epochs"],
-            callbacks=[*fit_callbacks, probe, *callbacks],
-            verbose=verbose,
-        )
+        with warnings.catch_warnings():
+            # The pipeline has no fixed length: Keras learns the epoch's end from it.
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            history = model.fit(
+                train_data,
+                validation_data=validation_data,
+                epochs=settings["epochs"],
+                callbacks=[*fit_callbacks, probe, *callbacks],
+                verbose=verbose,
+                shuffle=False,  # the pipeline shuffles
+            )
         step = optimizer_step(model)
         if chief:
             model.save(os.path.join(run_dir, MODEL_NAME))

@@ -1,23 +1,18 @@
 """Shared fixtures: tiny SavedModels built once, servers on loopback ports."""
 
-import json
 import os
 import sys
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
+# Lets test modules import the helper modules next to them by plain name.
 sys.path.insert(0, os.path.dirname(__file__))
 
 import tiny_models  # noqa: E402
+from serving_helpers import MAX_BODY  # noqa: E402
+from serving_helpers import MAX_INSTANCES  # noqa: E402
 from keras_transformer.serving import config as config_lib  # noqa: E402
-from keras_transformer.serving import inference  # noqa: E402
 from keras_transformer.serving import server as server_lib  # noqa: E402
-
-MAX_BODY = 64 * 1024
-MAX_INSTANCES = 8
 
 
 @pytest.fixture(scope="session")
@@ -48,35 +43,7 @@ def api_server(saved_versions, tmp_path_factory):
         }}""")
     options = server_lib.ServerOptions(
         model_config=model_config, port=0, rest_api_port=0, poll_seconds=0,
-        limits=inference.ServingLimits(max_body_bytes=MAX_BODY, max_instances=MAX_INSTANCES),
+        limits=config_lib.ServingLimits(max_body_bytes=MAX_BODY, max_instances=MAX_INSTANCES),
         static_dir=str(static))
     with server_lib.ServerThread(options) as running:
         yield running
-
-
-def http(method, url, body=None, headers=None, timeout=30):
-    """Sends one request; returns (status, parsed JSON or text)."""
-    if isinstance(body, (dict, list)):
-        body = json.dumps(body).encode("utf-8")
-    elif isinstance(body, str):
-        body = body.encode("utf-8")
-    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            status, payload, kind = response.status, response.read(), response.headers.get_content_type()
-    except urllib.error.HTTPError as error:
-        status, payload, kind = error.code, error.read(), error.headers.get_content_type()
-    if kind == "application/json":
-        return status, json.loads(payload)
-    return status, payload.decode("utf-8")
-
-
-def wait_until(condition, timeout=20.0, interval=0.05):
-    """Polls `condition()` until truthy; fails the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")

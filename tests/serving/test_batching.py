@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import http
+from serving_helpers import http
 import tiny_models
 from keras_transformer.serving import batching
 from keras_transformer.serving import config as config_lib
@@ -132,5 +132,5 @@ def test_server_merges_concurrent_requests_into_fewer_model_calls(saved_versions
         assert status == 200
         assert 1 <= body["outputs"] < len(texts)  # The model ran fewer times than requests.
         _, metrics = http("GET", running.rest_url + "/monitoring/prometheus/metrics")
-        assert ':tensorflow:serving:batching_session:processed_batch_size_count{model_name="tiny"}' \
-            in metrics
+        batch_sizes = ":tensorflow:serving:batching_session:processed_batch_size_count"
+        assert batch_sizes + '{model_name="tiny"}' in metrics

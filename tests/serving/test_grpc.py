@@ -145,3 +145,15 @@ def test_translation_client_gives_the_same_answers_over_both_protocols(api_serve
     with pytest.raises(client_lib.ServingError):
         client_lib.TranslationClient(target, model_name="nope").translate(["a"])
     pinned.close()
+
+
+def test_clients_return_the_same_arrays_over_rest_and_grpc(api_server):
+    answers = []
+    for target in (api_server.rest_url, api_server.grpc_target):
+        with client_lib.ServingClient(target, model_name="tiny") as client:
+            answers.append(client.predict({"text": ["ab", "c"]}))
+    rest, grpc_answer = answers
+    assert set(rest) == set(grpc_answer)
+    for name in rest:
+        assert rest[name].dtype == grpc_answer[name].dtype, name
+        assert rest[name].tolist() == grpc_answer[name].tolist(), name

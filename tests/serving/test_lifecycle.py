@@ -4,9 +4,15 @@ import os
 import threading
 import time
 
-from conftest import http
-from conftest import wait_until
+import grpc
+import pytest
+from tensorflow_serving.apis import model_management_pb2
+from tensorflow_serving.apis import model_service_pb2_grpc
+
+from serving_helpers import http
+from serving_helpers import wait_until
 import tiny_models
+from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import server as server_lib
 
 
@@ -76,7 +82,8 @@ def test_broken_versions_leave_previous_serving_and_show_errors(saved_versions, 
     try:
         tiny_models.install_corrupt_version(base, 2)
         wait_until(lambda: 2 in status_rows(running))
-        row = wait_until(lambda: status_rows(running)[2]["state"] == "END" and status_rows(running)[2])
+        row = wait_until(lambda: status_rows(running)[2]["state"] == "END"
+                         and status_rows(running)[2])
         assert row["status"]["error_code"] == "DATA_LOSS"
         assert "Could not parse SavedModel" in row["status"]["error_message"]
         assert status_rows(running)[1]["state"] == "AVAILABLE"
@@ -119,7 +126,7 @@ def test_warmup_requests_run_before_the_version_is_available(saved_versions, tmp
 def test_request_past_deadline_gets_504_and_server_keeps_serving(saved_versions, tmp_path):
     base = str(tmp_path / "tiny")
     tiny_models.install_version(saved_versions[1], base, 1)
-    limits = server_lib.inference.ServingLimits(request_timeout_s=0.2)
+    limits = config_lib.ServingLimits(request_timeout_s=0.2)
     running = start_server(base, limits=limits)
     try:
         status, body = http("POST", running.rest_url + "/v1/models/tiny:predict",
@@ -149,3 +156,28 @@ def test_stop_lets_in_flight_request_finish(saved_versions, tmp_path):
     caller.join(30)
     status, body = result["answer"]
     assert status == 200 and "outputs" in body
+
+
+def test_config_reload_adds_a_model_and_a_taken_port_fails_cleanly(saved_versions, tmp_path):
+    base = str(tmp_path / "tiny")
+    tiny_models.install_version(saved_versions[1], base, 1)
+    running = start_server(base, allow_config_reload=True)
+    try:
+        stub = model_service_pb2_grpc.ModelServiceStub(grpc.insecure_channel(running.grpc_target))
+        request = model_management_pb2.ReloadConfigRequest()
+        request.config.CopyFrom(config_lib.parse_model_config(
+            f"model_config_list {{ config {{ name: 'tiny' base_path: '{base}' }} "
+            f"config {{ name: 'copy' base_path: '{base}' }} }}"))
+        stub.HandleReloadConfigRequest(request, timeout=60)
+        status, body = http("POST", running.rest_url + "/v1/models/copy:predict",
+                            {"instances": ["x"]})
+        assert (status, body["predictions"][0]["translation"]) == (200, "X")
+
+        taken = config_lib.ServerOptions.from_model(
+            "tiny", base, port=running.server.grpc_port, rest_api_port=0)
+        with pytest.raises(Exception):
+            server_lib.ServerThread(taken).start()
+        status, _ = predict(running)
+        assert status == 200
+    finally:
+        running.stop()

@@ -7,7 +7,7 @@ import pytest
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import errors
 from keras_transformer.serving import manager
-from keras_transformer.serving import versions
+from keras_transformer import versions
 
 
 class FakeServable:
@@ -158,7 +158,8 @@ def test_model_names_must_be_plain_identifiers(tmp_path):
             registry.acquire(name)
         assert raised.value.code == "INVALID_ARGUMENT"
     with pytest.raises(config_lib.ConfigError):
-        config_lib.parse_model_config("model_config_list { config { name: 'a/b' base_path: '/x' } }")
+        config_lib.parse_model_config(
+            "model_config_list { config { name: 'a/b' base_path: '/x' } }")
 
 
 def test_model_config_validation():

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from conftest import http
-from conftest import MAX_BODY
-from conftest import MAX_INSTANCES
+from serving_helpers import http
+from serving_helpers import MAX_BODY
+from serving_helpers import MAX_INSTANCES
 
 
 @pytest.fixture
@@ -172,6 +172,11 @@ BAD_REQUESTS = [
     ("POST", "/v1/models/tiny:classify", {"instances": ["a"]}, 400,
      "key 'examples' is expected"),
     ("GET", "/nothing/here", None, 404, "Not found"),
+    ("POST", "/v1/models/tiny:predict", b"[" * 30000, 400, "nested too deeply"),
+    ("POST", "/v1/models/tiny:predict",
+     b'{"instances": ' + b"[" * 900 + b'"a"' + b"]" * 900 + b"}", 400, "nested too deeply"),
+    ("POST", "/v1/models/tiny:predict",
+     b'{"inputs": {"text": ' + b"[" * 900 + b"1" + b"]" * 900 + b"}}", 400, "nested too deeply"),
 ]
 
 

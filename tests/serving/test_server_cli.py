@@ -6,6 +6,7 @@ import pathlib
 
 import pytest
 
+from keras_transformer.serving import command
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import server as server_lib
 
@@ -24,31 +25,34 @@ def test_tf_serving_flags_build_server_options(tmp_path):
     batching_file.write_text("max_batch_size { value: 16 } batch_timeout_micros { value: 2000 }")
     monitoring_file = tmp_path / "monitoring.config"
     monitoring_file.write_text('prometheus_config { enable: true, path: "/metrics" }')
-    options = server_lib.options_from_args(parse(
+    options = command.options_from_args(parse(
         "--model_config_file", str(config_file), "--port=9000", "--rest_api_port=0",
-        "--enable_batching", "--batching_parameters_file", str(batching_file),
+        "--enable_batching=true", "--batching_parameters_file", str(batching_file),
+        "--enable_model_warmup=false",
         "--monitoring_config_file", str(monitoring_file), "--file_system_poll_wait_seconds=5",
         "--rest_api_timeout_in_ms=1500", "--max_request_bytes=1000"))
     assert options.model_config.model_config_list.config[0].name == "zh_en"
     assert (options.port, options.rest_api_port, options.host) == (9000, None, "127.0.0.1")
     assert options.batching.max_batch_size == 16 and options.batching.batch_timeout_micros == 2000
     assert options.monitoring.prometheus_path == "/metrics"
-    assert options.poll_seconds == 5
+    assert options.poll_seconds == 5 and options.enable_model_warmup is False
     assert options.limits.request_timeout_s == 1.5 and options.limits.max_body_bytes == 1000
 
 
 def test_single_model_flags_and_bad_combinations(tmp_path):
-    options = server_lib.options_from_args(parse("--model_name=zh_en",
+    options = command.options_from_args(parse("--model_name=zh_en",
                                                  f"--model_base_path={tmp_path}"))
     model = options.model_config.model_config_list.config[0]
     assert (model.name, model.base_path) == ("zh_en", str(tmp_path))
     assert options.batching is None and options.rest_api_port == 8501
+    assert command.options_from_args(parse(f"--model_base_path={tmp_path}",
+                                           "--enable_batching")).batching is not None
     with pytest.raises(config_lib.ConfigError):
-        server_lib.options_from_args(parse())
+        command.options_from_args(parse())
     with pytest.raises(config_lib.ConfigError):
-        server_lib.options_from_args(parse("--model_name=../x", f"--model_base_path={tmp_path}"))
+        command.options_from_args(parse("--model_name=../x", f"--model_base_path={tmp_path}"))
     with pytest.raises(config_lib.ConfigError):
-        server_lib.options_from_args(parse(f"--model_base_path={tmp_path}",
+        command.options_from_args(parse(f"--model_base_path={tmp_path}",
                                            "--batching_parameters_file=x"))
 
 

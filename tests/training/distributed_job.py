@@ -16,7 +16,6 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import keras as _k; _k.config.disable_traceback_filtering()
 
 VOCAB = 40
 GLOBAL_BATCH = 8
@@ -102,6 +101,9 @@ def main(argv=None):
 
     import tensorflow as tf
 
+    # The model is tiny and the tests run several processes on a small machine.
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
     if args.logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(

@@ -1,0 +1,30 @@
+"""A tiny translator (tokenizers trained on a corpus slice, a tiny model) to export."""
+
+import itertools
+
+import keras
+import pytest
+
+from keras_transformer.data import read_cmn_eng, train_tokenizers
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.export import TranslationModule
+from keras_transformer.models import build_transformer
+
+
+@pytest.fixture(scope="session")
+def tiny_translator(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tokenizers")
+    pairs = list(itertools.islice(read_cmn_eng(), 0, 28000, 40))
+    source_path, target_path = train_tokenizers(
+        [p.source for p in pairs], [p.target for p in pairs], folder,
+        source_vocab_size=1200, target_vocab_size=500,
+    )
+    source = SubwordTokenizer.from_file(source_path)
+    target = SubwordTokenizer.from_file(target_path)
+    keras.utils.set_random_seed(5)
+    model = build_transformer(
+        "tiny", source_vocab_size=source.vocab_size, target_vocab_size=target.vocab_size
+    )
+    module = TranslationModule(model, source, target, max_source_length=24, beam_width=3,
+                               max_output_length=12)
+    return module, (source_path, target_path)

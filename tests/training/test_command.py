@@ -1,0 +1,84 @@
+"""`keras-transformer train` writes a complete run folder, and running it again resumes."""
+
+import json
+import time
+
+import keras
+import numpy as np
+
+from keras_transformer import cli
+from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
+from keras_transformer.models import Seq2SeqTransformer
+from keras_transformer.training.trainer import read_run_config
+from keras_transformer.training.trainer import train
+from training_helpers import FAST
+from training_helpers import SLICE
+
+TRAIN_ARGS = [
+    "train", "--preset", "tiny", "--data", str(DEFAULT_CMN_ENG_PATH), "--src", "zh", "--tgt", "en",
+    "--max-pairs", str(SLICE["max_pairs"]),
+    "--source-vocab-size", str(SLICE["source_vocab_size"]),
+    "--target-vocab-size", str(SLICE["target_vocab_size"]),
+    "--batch-tokens", str(FAST["token_budget"]), "--save-freq", str(FAST["save_freq"]),
+    "--verbose", "0",
+]
+
+
+def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, capsys):
+    run_dir = tmp_path / "zh-en"
+    assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--epochs", "2"]) == 0
+    assert "started at step 0" in capsys.readouterr().out
+
+    config = read_run_config(run_dir)
+    assert config["preset"] == "tiny"
+    assert config["model"]["d_model"] == 32
+    assert config["model"]["source_vocab_size"] == SLICE["source_vocab_size"]
+    assert config["model"]["target_vocab_size"] == SLICE["target_vocab_size"]
+    assert config["data"]["source_language"] == "zh" and config["data"]["target_language"] == "en"
+    assert config["training"]["token_budget"] == FAST["token_budget"]
+    assert config["training"]["label_smoothing"] == 0.1
+    for name in ("source.model", "target.model", "splits/train.tsv", "splits/validation.tsv",
+                 "splits/test.tsv", "backup/latest.weights.h5", "history.csv", "model.keras",
+                 "final.weights.h5"):
+        assert (run_dir / name).is_file(), name
+    # The split keeps sources apart and the test pairs out of training.
+    train_sources = {line.split("\t")[0] for line in (run_dir / "splits/train.tsv").read_text().splitlines()}
+    test_sources = {line.split("\t")[0] for line in (run_dir / "splits/test.tsv").read_text().splitlines()}
+    assert train_sources and not train_sources & test_sources
+    assert list((run_dir / "checkpoints").glob("step-*.weights.h5"))
+    assert list((run_dir / "logs" / "train").glob("events.out.tfevents.*"))
+    assert list((run_dir / "logs" / "validation").glob("events.out.tfevents.*"))
+    history = json.loads((run_dir / "history.json").read_text())
+    assert [record["epoch"] for record in history] == [0, 1]
+    assert all(np.isfinite(record["val_loss"]) for record in history)
+    model = keras.saving.load_model(run_dir / "model.keras")
+    assert isinstance(model, Seq2SeqTransformer)
+
+    # Again on the same folder, with no corpus or preset: it resumes.
+    assert cli.main(["train", "--run", str(run_dir), "--epochs", "3", "--verbose", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"resumed at step {history[-1]['step']}" in out
+    resumed = json.loads((run_dir / "history.json").read_text())
+    assert [record["epoch"] for record in resumed] == [0, 1, 2]
+    assert resumed[:2] == history
+    assert resumed[2]["step"] > history[1]["step"]
+    assert resumed[2]["train_seconds"] > history[1]["train_seconds"]
+
+
+def test_minutes_budget_stops_training_cleanly(fresh_run):
+    start = time.monotonic()
+    result = train(str(fresh_run), epochs=10_000, minutes=0.05, verbose=0, **FAST)
+    assert result.stopped_by == "time"
+    assert time.monotonic() - start < 90
+    assert 0 < result.epochs < 10_000
+    assert (fresh_run / "model.keras").is_file()
+    # What a later run resumes from is the very last state.
+    metadata = json.loads((fresh_run / "backup" / "training_metadata.json").read_text())
+    assert metadata["step"] == result.step
+
+
+def test_resuming_with_another_preset_is_refused(fresh_run):
+    import pytest
+
+    with pytest.raises(ValueError, match="preset"):
+        train(str(fresh_run), preset="small", epochs=1, verbose=0)
