@@ -16,6 +16,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 COMMANDS = {
     "summary": ("keras_transformer.models.summary", "print a preset model's layers and sizes"),
     "train": ("keras_transformer.training.command", "train a translator on a parallel corpus"),
+    "export": ("keras_transformer.export.command", "export a run as a versioned SavedModel for TF Serving"),
+    "translate": ("keras_transformer.translate", "translate sentences with a run folder or a server"),
     "serve": ("keras_transformer.serving.command", "serve exported models over TF Serving's REST and gRPC APIs"),
 }
 

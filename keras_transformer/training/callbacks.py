@@ -78,11 +78,13 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     def __init__(self, backup_dir, save_freq="epoch"):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
         self._poisoned = False
+        self._saved = None
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
         self._current_epoch = getattr(self.model, "_initial_epoch", 0) or 0
         self._poisoned = False
+        self._saved = None
 
     def on_epoch_begin(self, epoch, logs=None):
         self._current_epoch = epoch
@@ -103,16 +105,17 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         self._save_model()
 
     def _save_model(self):
-        if self._poisoned:
-            return
-        os.makedirs(self.backup_dir, exist_ok=True)
-        _atomic_save_weights(self.model, self._weights_path)
         metadata = {
             "epoch": self._current_epoch,
             "batch": self._last_batch_seen,
             "step": optimizer_step(self.model),
         }
+        if self._poisoned or metadata == self._saved:
+            return
+        os.makedirs(self.backup_dir, exist_ok=True)
+        _atomic_save_weights(self.model, self._weights_path)
         _atomic_write_text(self._training_metadata_path, json.dumps(metadata))
+        self._saved = metadata
 
 
 class WeightsCheckpoint(keras.callbacks.Callback):

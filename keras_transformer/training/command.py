@@ -49,7 +49,7 @@ def add_arguments(parser):
     parser.add_argument("--label-smoothing", type=float, help="default: 0.1")
     parser.add_argument(
         "--save-freq", type=_save_freq,
-        help="steps between checkpoints, or 'epoch' (default: 500, and every epoch end)",
+        help="steps between checkpoints, or 'epoch' (default: 200, and every epoch end)",
     )
     parser.add_argument("--keep-checkpoints", type=int, help="default: 3")
     parser.add_argument("--patience", type=int, help="early-stopping epochs, 0 = off (default: 5)")

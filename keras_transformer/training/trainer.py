@@ -57,7 +57,7 @@ TRAINING_DEFAULTS = {
     "clipnorm": None,
     "jit_compile": None,  # None: by device, see CPU_DEFAULTS / GPU_DEFAULTS
     "mixed_precision": None,
-    "save_freq": 500,  # steps between checkpoints/backups (and at each epoch end)
+    "save_freq": 200,  # steps between checkpoints/backups (and at each epoch end)
     "keep_checkpoints": 3,
     "patience": 5,
     "validation_batch_size": 128,
@@ -69,7 +69,9 @@ def device_defaults():
     """`jit_compile` and mixed-precision defaults for the local accelerator."""
     import tensorflow as tf
 
-    return dict(GPU_DEFAULTS if tf.config.list_physical_devices("GPU") else CPU_DEFAULTS)
+    if tf.config.list_physical_devices("GPU"):
+        return {**GPU_DEFAULTS, "kind": "GPU"}
+    return {**CPU_DEFAULTS, "kind": "CPU"}
 
 
 def read_run_config(run_dir):
@@ -335,13 +337,14 @@ def build_for_fit(model, dataset, strategy):
     model.test_step = with_vector_logs(model.test_step)
 
 
-def _static_shapes(dataset, token_budget, max_length, step=8):
-    """Pads bucketed batches to a few fixed shapes, so XLA compiles only those.
+def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
+    """Pads batches to a few fixed shapes, so XLA compiles only those.
 
     A batch whose longest example has length L (max over S and T) becomes
-    (token_budget // L', L', L') with L' = L rounded up to a multiple of `step`
-    (at most `max_length`), the shape of a full batch of its bucket: extra rows and
-    columns are padding, which the loss and the metric ignore.
+    (R, L', L') with L' = L rounded up to a multiple of `step` (at most
+    `max_length`) and R = `rows`, or `token_budget // L'` (the size of a full batch
+    of its bucket in the token-budgeted pipeline). Extra rows and columns are
+    padding, which the loss and the metric ignore.
     """
     import tensorflow as tf
 
@@ -349,15 +352,15 @@ def _static_shapes(dataset, token_budget, max_length, step=8):
 
     def pad(features, labels):
         encoder, decoder = features["encoder_tokens"], features["decoder_tokens"]
-        rows = tf.shape(encoder)[0]
+        count = tf.shape(encoder)[0]
         longest = tf.maximum(tf.shape(encoder)[1], tf.shape(decoder)[1])
         length = tf.minimum((longest + step - 1) // step * step, max_length)
-        batch = tf.maximum(token_budget // length, rows)
+        batch = tf.maximum(token_budget // length if rows is None else rows, count)
 
         def to_shape(tensor):
             return tf.pad(
                 tensor,
-                [[0, batch - rows], [0, length - tf.shape(tensor)[1]]],
+                [[0, batch - count], [0, length - tf.shape(tensor)[1]]],
                 constant_values=PAD_ID,
             )
 
@@ -404,9 +407,9 @@ def make_datasets(run_dir, run_config, settings, static_shapes=False):
     )
     if static_shapes:
         max_length = max(lengths.values())
-        train = _static_shapes(train, settings["token_budget"], max_length)
+        train = _static_shapes(train, max_length, token_budget=settings["token_budget"])
         validation = _static_shapes(
-            validation, settings["validation_batch_size"] * max_length, max_length
+            validation, max_length, rows=settings["validation_batch_size"]
         )
     options = tf.data.Options()
     # Every worker builds the same pipeline; each takes its share of every batch.
@@ -435,6 +438,18 @@ class TrainResult:
     epochs: int
     stopped_by: str
     history: dict
+
+
+def _backup_epoch(state_dir):
+    """The epoch a backup in `state_dir` resumes at (0 when there is none)."""
+    from keras_transformer.training.callbacks import BACKUP_DIR
+
+    path = os.path.join(state_dir, BACKUP_DIR, "training_metadata.json")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return int(json.load(file).get("epoch", 0))
+    except (OSError, ValueError):
+        return 0
 
 
 def _resolve_settings(stored, given):
@@ -516,8 +531,6 @@ def train(
         >>> train("runs/zh-en", "data/cmn-eng/cmn.txt", "zh", "en", "small", minutes=25)
         ... # doctest: +SKIP
     """
-    import tensorflow as tf
-
     if mixed_precision is not None and mixed_precision not in MIXED_PRECISION_POLICIES:
         raise ValueError(
             f"Unknown mixed precision {mixed_precision!r}; accepted: {list(MIXED_PRECISION_POLICIES)}."
@@ -555,14 +568,23 @@ def train(
         save_freq=save_freq, keep_checkpoints=keep_checkpoints, patience=patience,
         validation_batch_size=validation_batch_size,
     )
-    settings = _resolve_settings(run_config.get("training", {}), given)
+    stored = run_config.get("training", {})
+    settings = _resolve_settings(stored, given)
+    # Stored as given (None = "by device"), so a run resumed on another device gets
+    # that device's defaults; the values in effect are recorded under "device".
+    run_config["training"] = dict(settings)
     defaults = device_defaults()
     if settings["jit_compile"] is None:
         # Keras does not support XLA with several replicas; keep it for one.
         settings["jit_compile"] = defaults["jit_compile"] and strategy.num_replicas_in_sync == 1
     if settings["mixed_precision"] is None:
         settings["mixed_precision"] = defaults["mixed_precision"]
-    run_config["training"] = settings
+    run_config["device"] = {
+        "kind": defaults["kind"],
+        "replicas": strategy.num_replicas_in_sync,
+        "jit_compile": settings["jit_compile"],
+        "mixed_precision": settings["mixed_precision"],
+    }
     write_run_config(config_dir, run_config)
 
     from keras_transformer.models.config import TransformerConfig
@@ -572,8 +594,11 @@ def train(
     from keras_transformer.training.callbacks import optimizer_step
 
     keras.utils.set_random_seed(settings["seed"])
+    # A resumed run must not replay the first epochs' data order: offset the seed
+    # by the epoch it resumes at.
+    data_settings = {**settings, "seed": settings["seed"] + _backup_epoch(private_dir or run_dir)}
     train_data, validation_data = make_datasets(
-        config_dir, run_config, settings, static_shapes=settings["jit_compile"]
+        config_dir, run_config, data_settings, static_shapes=settings["jit_compile"]
     )
     previous_policy = keras.config.dtype_policy()
     policy = settings["mixed_precision"]

@@ -1,0 +1,92 @@
+"""`keras-transformer export`: a run folder → `export/<name>/<version>/` for TF Serving."""
+
+import os
+
+
+def add_arguments(parser):
+    parser.add_argument("--run", required=True, help="the run folder written by `train`")
+    parser.add_argument("--name", required=True, help="model name, e.g. zh_en")
+    parser.add_argument("--base", default="export", help="TF Serving base path (default: export)")
+    parser.add_argument("--version", type=int, default=None,
+                        help="version number (default: one above the latest)")
+    parser.add_argument("--beam", type=int, default=4, help="beam width; 1 = greedy (default: 4)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length-penalty exponent")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="cap on output subwords (default: the model's max_length)")
+    parser.add_argument("--xla", action="store_true",
+                        help="compile decoding with XLA; TF Serving then needs "
+                             "--xla_cpu_compilation_enabled=true")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    parser.add_argument("--no-keras", dest="keras", action="store_false",
+                        help="do not write model.keras beside the SavedModel")
+
+
+def library_versions():
+    """Versions of the libraries that wrote an export (for its manifest)."""
+    import keras
+    import tensorflow as tf
+    import tensorflow_text
+
+    import keras_transformer
+
+    return {
+        "tensorflow": tf.__version__,
+        "tensorflow_text": tensorflow_text.__version__,
+        "keras": keras.__version__,
+        "keras_transformer": keras_transformer.__version__,
+    }
+
+
+def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
+               max_length=None, xla=False, overwrite=False, keras_file=True):
+    """Exports the model of a run folder; returns the version folder's path."""
+    import json
+
+    from keras_transformer.export.module import TranslationModule
+    from keras_transformer.export.writer import check_model_name
+    from keras_transformer.export.writer import write_export
+    from keras_transformer.runs import EVALUATION_NAME
+    from keras_transformer.runs import load_run
+
+    check_model_name(name)
+    run = load_run(run_dir)
+    module = TranslationModule(
+        run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
+        beam_width=beam, alpha=alpha, max_output_length=max_length, jit_compile=xla,
+    )
+    test_sources, _ = run.split("test")
+    warmup = test_sources[:4] or ["你好。"]
+    evaluation_path = os.path.join(run_dir, EVALUATION_NAME)
+    evaluation = None
+    if os.path.exists(evaluation_path):
+        with open(evaluation_path, encoding="utf-8") as file:
+            evaluation = json.load(file)
+    data = run.config["data"]
+    manifest = {
+        "model": run.config["model"],
+        "preset": run.config.get("preset"),
+        "source_language": data.get("source_language"),
+        "target_language": data.get("target_language"),
+        "source_vocab_size": run.source_tokenizer.vocab_size,
+        "target_vocab_size": run.target_tokenizer.vocab_size,
+        "max_source_length": run.max_source_length,
+        "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla},
+        "weights": os.path.relpath(run.weights_path, run_dir),
+        "test_score": evaluation,
+        "exported_with": library_versions(),
+    }
+    return write_export(
+        module, base, name, version=version, overwrite=overwrite, warmup_texts=warmup,
+        manifest=manifest, keras_model=run.model if keras_file else None,
+        asset_files=[os.path.join(run_dir, data["source_tokenizer"]),
+                     os.path.join(run_dir, data["target_tokenizer"])],
+    )
+
+
+def run(args):
+    path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
+                      alpha=args.alpha, max_length=args.max_length, xla=args.xla,
+                      overwrite=args.overwrite, keras_file=args.keras)
+    print(f"exported {path}")
+    if args.xla:
+        print("this export uses XLA: start TF Serving with --xla_cpu_compilation_enabled=true")

@@ -1,0 +1,94 @@
+"""`keras-transformer translate`: in process from a run folder, or through a server.
+
+    keras-transformer translate --run runs/zh-en "我们来试试。"
+    keras-transformer translate --run runs/zh-en --input sentences.txt --beam 4 --n-best 2
+    keras-transformer translate --server http://127.0.0.1:8501 --model zh_en "我们来试试。"
+
+Sentences come from the arguments, or from `--input FILE` (`-` for stdin), one per
+line; translations are printed one per line with their scores (tab-separated).
+"""
+
+import sys
+
+
+def add_arguments(parser):
+    parser.add_argument("texts", nargs="*", help="sentences to translate")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", help="translate in process with this run folder's model")
+    source.add_argument("--server", help="a TF Serving endpoint: http://host:8501 or host:8500")
+    parser.add_argument("--model", default="zh_en", help="served model name (with --server)")
+    parser.add_argument("--input", help="file with one sentence per line; - for stdin")
+    parser.add_argument("--beam", type=int, default=4, help="beam width; 1 = greedy")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length-penalty exponent")
+    parser.add_argument("--max-length", type=int, default=None, help="cap on output subwords")
+    parser.add_argument("--n-best", type=int, default=1, help="hypotheses to print per sentence")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--xla", action="store_true", help="compile decoding with XLA (--run)")
+
+
+def _read_sentences(args):
+    texts = list(args.texts)
+    if args.input:
+        stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+        with stream:
+            texts += [line.rstrip("\n") for line in stream]
+    if not texts:
+        raise ValueError("nothing to translate: give sentences as arguments or --input FILE")
+    return texts
+
+
+def _in_process_translator(args):
+    import tensorflow as tf
+
+    from keras_transformer.export.module import TranslationModule
+    from keras_transformer.runs import load_run
+
+    run = load_run(args.run)
+    if args.n_best > args.beam:
+        raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
+    module = TranslationModule(
+        run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
+        beam_width=args.beam, alpha=args.alpha, max_output_length=args.max_length,
+        jit_compile=args.xla,
+    )
+
+    def translate(batch):
+        result = module.translate_n_best(tf.constant(batch))
+        return result["translations"].numpy(), result["scores"].numpy()
+
+    return translate
+
+
+def _server_translator(args):
+    from keras_transformer.serving.client import ServingClient
+
+    client = ServingClient(args.server, args.model)
+
+    def translate(batch):
+        inputs = {"text": [text.encode("utf-8") for text in batch]}
+        if args.n_best > 1:
+            result = client.predict(inputs, signature_name="translate_n_best")
+            return result["translations"], result["scores"]
+        result = client.predict(inputs)
+        return result["translation"][:, None], result["score"][:, None]
+
+    return translate
+
+
+def run(args):
+    from tqdm import tqdm
+
+    texts = _read_sentences(args)
+    translate = _in_process_translator(args) if args.run else _server_translator(args)
+    show_progress = len(texts) > args.batch_size
+    with tqdm(total=len(texts), disable=not show_progress, file=sys.stderr, unit="sent") as bar:
+        for start in range(0, len(texts), args.batch_size):
+            batch = texts[start : start + args.batch_size]
+            translations, scores = translate(batch)
+            for row in range(len(batch)):
+                for rank in range(min(args.n_best, translations.shape[1])):
+                    text = translations[row, rank]
+                    text = text.decode("utf-8") if isinstance(text, bytes) else text
+                    prefix = f"{start + row}\t{rank + 1}\t" if args.n_best > 1 else ""
+                    print(f"{prefix}{text}\t{scores[row, rank]:.4f}", flush=not show_progress)
+            bar.update(len(batch))

@@ -1,0 +1,105 @@
+"""Helpers for the web page tests: a tiny exported translator, loopback HTTP, a browser."""
+
+import itertools
+import json
+import os
+import shutil
+import socket
+import tempfile
+import urllib.error
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+MODEL_NAME = "zh_en"
+
+
+def export_tiny_translator(base_path, work_dir):
+    """Trains tokenizers on a corpus slice, builds a tiny (untrained) model and exports it.
+
+    Returns:
+        The written version folder, `<base_path>/zh_en/1`.
+    """
+    import keras
+
+    from keras_transformer.data import read_cmn_eng
+    from keras_transformer.data import train_tokenizers
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.export import TranslationModule
+    from keras_transformer.export import write_export
+    from keras_transformer.models import build_transformer
+
+    pairs = list(itertools.islice(read_cmn_eng(), 0, 28000, 40))
+    source_path, target_path = train_tokenizers(
+        [p.source for p in pairs], [p.target for p in pairs], work_dir,
+        source_vocab_size=1200, target_vocab_size=500,
+    )
+    source = SubwordTokenizer.from_file(source_path)
+    target = SubwordTokenizer.from_file(target_path)
+    keras.utils.set_random_seed(5)
+    model = build_transformer(
+        "tiny", source_vocab_size=source.vocab_size, target_vocab_size=target.vocab_size)
+    module = TranslationModule(model, source, target, max_source_length=24, beam_width=3,
+                               max_output_length=12)
+    return write_export(module, str(base_path), MODEL_NAME, asset_files=(source_path, target_path))
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(method, url, body=None, timeout=60):
+    """Sends one request; returns (status, parsed JSON or text)."""
+    data = json.dumps(body).encode("utf-8") if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, payload = response.status, response.read()
+            kind = response.headers.get_content_type()
+    except urllib.error.HTTPError as error:
+        status, payload, kind = error.code, error.read(), error.headers.get_content_type()
+    if kind == "application/json":
+        return status, json.loads(payload)
+    return status, payload.decode("utf-8")
+
+
+def browser_missing_reason():
+    """Why the browser tests cannot run here, or None when they can."""
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.path.exists(path):
+            return (f"{path} not found: install Debian's chromium and chromium-driver "
+                    "(tests/web/install_browser.sh)")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed"
+    return None
+
+
+def start_chromium(width=1200, height=1000):
+    """A headless Chromium driven by the system chromedriver, with a fresh profile.
+
+    Returns:
+        (driver, profile_dir); quit the driver and remove the folder when done.
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="kt-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     "--disable-dev-shm-usage", f"--window-size={width},{height}",
+                     f"--user-data-dir={profile}"):
+        options.add_argument(argument)
+    try:
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
+    return driver, profile
