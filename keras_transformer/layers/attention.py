@@ -32,7 +32,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         causal: if True, position i attends only to positions <= i.
         window: optional int w: position i attends only to |i - j| <= w (local
             attention). Meant for self-attention.
-        normalize: "softmax" (the paper) or "relu" (ReLU(scores) / S).
+        normalize: "softmax" (the paper) or "relu" (ReLU(scores) divided by the
+            number of keys the query may see).
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
         **kwargs: `keras.layers.Layer` arguments (name, dtype, ...).

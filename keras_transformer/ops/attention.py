@@ -30,8 +30,9 @@ def scaled_dot_product_attention(
         key: (B, S, H, D).
         value: (B, S, H, D).
         mask: optional (B or 1, T, S) booleans, True where attention is allowed.
-        normalize: "softmax" (the paper) or "relu": ReLU(scores) / S, where masked
-            positions contribute zero and S counts all keys (ReLU-attention).
+        normalize: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
+            positions contribute zero and n counts the keys the query may see
+            (ReLU attention, Wortsman et al., 2023).
         dropout_layer: optional `keras.layers.Dropout` applied to the weights.
         training: passed to the dropout layer.
 
@@ -52,9 +53,15 @@ def scaled_dot_product_attention(
             scores = ops.where(mask, scores, MASK_VALUE)
         weights = ops.softmax(scores, axis=-1)
     elif normalize == "relu":
-        weights = ops.relu(scores) / ops.cast(ops.shape(scores)[-1], "float32")
-        if mask is not None:
+        weights = ops.relu(scores)
+        if mask is None:
+            key_count = ops.cast(ops.shape(scores)[-1], "float32")
+        else:
+            # Count only the keys each query may see, so that padding and the unused
+            # tail of a decoding cache change nothing.
             weights = ops.where(mask, weights, 0.0)
+            key_count = ops.maximum(ops.sum(ops.cast(mask, "float32"), axis=-1, keepdims=True), 1.0)
+        weights = weights / key_count
     else:
         raise ValueError(
             f"`normalize` must be one of {NORMALIZATIONS}; received normalize={normalize!r}."

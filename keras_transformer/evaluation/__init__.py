@@ -1,0 +1,30 @@
+"""Floor 3: scoring translations (BLEU, chrF with sacrebleu) of a run folder or an export.
+
+`evaluate(translate_fn, sources, references)` translates in fixed, length-sorted
+batches and scores with sacrebleu; `translators` builds the `translate_fn` of a
+run folder (a `TranslationModule` in process) or of an exported SavedModel, so
+both give the same hypotheses. The names load lazily: scoring needs no TensorFlow.
+"""
+
+import importlib
+
+_LAZY = {
+    "EvaluationResult": "scoring",
+    "evaluate": "scoring",
+    "score": "scoring",
+    "translate_all": "scoring",
+    "bleu_tokenizer_for": "scoring",
+    "run_translator": "translators",
+    "saved_model_translator": "translators",
+    "load_saved_model": "translators",
+    "resolve_saved_model": "translators",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
