@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup test demo bench clean
 
+MINUTES ?= 25
+
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON_SYSTEM) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
@@ -17,6 +19,9 @@ setup: $(STAMP)
 
 test: setup
 	$(PYTHON) -m pytest -q
+
+demo: setup
+	MINUTES=$(MINUTES) bash scripts/demo.sh
 
 bench: setup
 	$(PYTHON) -m bench

@@ -42,11 +42,24 @@ def time_call(function, warmup=1, repeats=5, min_seconds=0.0):
     return statistics.median(times)
 
 
+def _number(value):
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    return f"{value:.4g}"
+
+
 class Results:
     """Collects rows of (benchmark, case, metric, value, unit, baseline ratio)."""
 
-    def __init__(self):
+    def __init__(self, options=None):
         self.rows = []
+        # Values one benchmark leaves for the others (e.g. "fp32_flops", the
+        # measured float32 matmul rate in FLOP/s, set by bench.ceiling) and the
+        # command-line options every benchmark reads (preset, precision, XLA).
+        self.context = {}
+        self.options = dict(options or {})
 
     def add(self, benchmark, case, metric, value, unit, ratio=None, baseline=None):
         self.rows.append(
@@ -70,11 +83,21 @@ class Results:
             ratio = "" if row["ratio_vs_baseline"] is None else f"{row['ratio_vs_baseline']:.2f}×"
             lines.append(
                 f"| {row['benchmark']} | {row['case']} | {row['metric']} | "
-                f"{row['value']:.4g} | {row['unit']} | {ratio} |"
+                f"{_number(row['value'])} | {row['unit']} | {ratio} |"
             )
         return "\n".join(lines)
 
     def save(self, path, extra=None):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w") as file:
-            json.dump({"machine": machine(), **(extra or {}), "results": self.rows}, file, indent=2)
+            json.dump(
+                {
+                    "machine": machine(),
+                    **(extra or {}),
+                    "options": self.options,
+                    "context": self.context,
+                    "results": self.rows,
+                },
+                file,
+                indent=2,
+            )

@@ -50,7 +50,8 @@ def add_arguments(parser):
         help="sacrebleu BLEU tokenizer (default: by target language: zh for Chinese, else 13a)",
     )
     parser.add_argument(
-        "--show", type=int, default=3, help="print this many translations beside their references (default: 3)"
+        "--show", type=int, default=3,
+        help="print this many translations beside their references (default: 3)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -133,7 +134,8 @@ def _prepare(args):
 
         if not os.path.isdir(args.run):
             raise FileNotFoundError(
-                f"{args.run} does not exist: train a run first (`keras-transformer train --run {args.run} ...`)."
+                f"{args.run} does not exist: train a run first "
+                f"(`keras-transformer train --run {args.run} ...`)."
             )
         run = load_run(args.run, weights=args.weights)
         split = None if args.data else (args.split or "test")

@@ -14,6 +14,8 @@ Modules (one idea each):
     metrics       Prometheus metrics under TF Serving's names
     server        ModelServer, ServerThread, serve(), add_arguments(), main()
     client        ServingClient / TranslationClient (REST or gRPC)
+    static/       the translation web page served at / (index.html, app.js, style.css)
+    screenshot    drives that page in headless Chromium (tests, README picture)
 
 The version-folder convention lives in `keras_transformer.versions` (shared with
 the exporter). The package imports nothing heavy at import time and never imports

@@ -69,7 +69,10 @@ def add_arguments(parser):
     add("--max_instances_per_request", type=int, default=limits.max_instances,
         help="Most rows in one request.")
     add("--num_model_threads", type=int, default=None, help="Threads for model calls.")
-    add("--static_dir", default=None, help="Serve index.html from this folder at /.")
+    add("--web_page", type=_boolean, nargs="?", const=True, default=True, metavar="BOOL",
+        help="Serve the translation page at / (on the REST port); --web_page=false turns it off.")
+    add("--static_dir", default=None,
+        help="Serve this folder's index.html and files at / instead of the packaged page.")
     return parser
 
 
@@ -93,6 +96,8 @@ def options_from_args(args):
                             if args.batching_parameters_file else config_lib.BatchingOptions())
     elif args.batching_parameters_file:
         raise config_lib.ConfigError("--batching_parameters_file needs --enable_batching")
+    if args.static_dir and not args.web_page:
+        raise config_lib.ConfigError("--static_dir needs --web_page")
     monitoring = (config_lib.read_monitoring_config_file(args.monitoring_config_file)
                   if args.monitoring_config_file else config_lib.MonitoringOptions())
     return config_lib.ServerOptions(
@@ -111,6 +116,7 @@ def options_from_args(args):
         enable_model_warmup=args.enable_model_warmup,
         allow_config_reload=args.enable_model_config_reload,
         num_model_threads=args.num_model_threads,
+        web_page=args.web_page,
         static_dir=args.static_dir)
 
 

@@ -27,6 +27,8 @@ from tensorflow_serving.config import model_server_config_pb2
 
 MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
+# The translation page shipped with the package (index.html, app.js, style.css).
+WEB_PAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
 class ConfigError(ValueError):
@@ -323,7 +325,9 @@ class ServerOptions:
         enable_model_warmup: run assets.extra warmup requests on load.
         allow_config_reload: accept ModelService.HandleReloadConfigRequest.
         num_model_threads: threads for unbatched model calls.
-        static_dir: folder whose index.html is served at "/" (web page hook).
+        web_page: serve the translation page at "/" (False: "/" answers 404).
+        static_dir: folder whose index.html (and other top-level files) are served
+            at "/" instead of the packaged page, `WEB_PAGE_DIR`.
         shutdown_grace_s: how long in-flight requests may run at shutdown.
     """
 
@@ -339,8 +343,16 @@ class ServerOptions:
     enable_model_warmup: bool = True
     allow_config_reload: bool = False
     num_model_threads: int | None = None
+    web_page: bool = True
     static_dir: str | None = None
     shutdown_grace_s: float = 5.0
+
+    @property
+    def page_dir(self):
+        """The folder served at "/", or None when the page is off."""
+        if not self.web_page:
+            return None
+        return self.static_dir or WEB_PAGE_DIR
 
     @classmethod
     def from_model(cls, model_name, model_base_path, **kwargs):

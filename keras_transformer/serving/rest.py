@@ -5,7 +5,9 @@ Routes (case-insensitive, as in TF Serving; version and label are exclusive):
     GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signatures
     POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    (also :classify, :regress)
     GET  <prometheus path>                                       metrics text
-    GET  /                                                       index.html of static_dir, if set
+    GET  /  and  /<file>                                         the translation page (static
+                                                                 files), unless turned off
+    GET  /config.json                                            {"model", "models"} for the page
 
 Every failure is answered `{"error": "..."}` with TF Serving's status code;
 only a bug in this server gives 500.
@@ -80,7 +82,8 @@ class RestApi:
     Args:
         core: the `inference.ServingCore`.
         metrics_path: where Prometheus metrics are served, or None.
-        static_dir: folder whose index.html is served at "/" (None: no page).
+        static_dir: folder whose index.html is served at "/" and whose other
+            top-level files at "/<name>" (None: no page).
     """
 
     def __init__(self, core, metrics_path=config_lib.DEFAULT_METRICS_PATH, static_dir=None):
@@ -96,6 +99,8 @@ class RestApi:
         if self.static_dir:
             app.router.add_get("/", self._index)
             app.router.add_static("/static/", self.static_dir, follow_symlinks=False)
+            # One path segment: never shadows /v1/... (a miss falls through to it).
+            app.router.add_get("/{name:[^/]+}", self._page_file)
         # Registered last: the router tries routes in order.
         app.router.add_route("*", "/{path:.*}", self._dispatch)
         return app
@@ -126,6 +131,22 @@ class RestApi:
         if not os.path.isfile(index):
             return _error_response(errors.not_found("No index.html in static_dir"))
         return web.FileResponse(index)
+
+    async def _page_file(self, request):
+        """A top-level file of static_dir (index.html's app.js, style.css, ...)."""
+        name = request.match_info["name"]  # Percent-decoded: may hold a "/" again.
+        path = os.path.join(self.static_dir, name)
+        plain = not (name.startswith(".") or "/" in name or "\\" in name or os.sep in name)
+        if plain and os.path.isfile(path):
+            return web.FileResponse(path)
+        if name == "config.json":
+            return _json_response(self._page_config())
+        return await self._dispatch(request)
+
+    def _page_config(self):
+        """What the page needs to know that TF Serving's API cannot tell: the model names."""
+        names = self.core.registry.model_names
+        return {"model": names[0] if names else "", "models": names}
 
     async def _v1(self, request):
         started = time.monotonic()

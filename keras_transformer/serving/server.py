@@ -102,7 +102,7 @@ class ModelServer:
         await self._grpc_server.start()
         _log.info("Running gRPC ModelServer at %s ...", _grpc_address(options.host, self.grpc_port))
         if options.rest_api_port is not None:
-            api = rest.RestApi(self.core, options.monitoring.prometheus_path, options.static_dir)
+            api = rest.RestApi(self.core, options.monitoring.prometheus_path, options.page_dir)
             self._rest_runner = web.AppRunner(
                 api.make_app(), access_log=None, shutdown_timeout=options.shutdown_grace_s)
             await self._rest_runner.setup()

@@ -350,6 +350,7 @@ def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
 
     from keras_transformer.constants import PAD_ID
 
+    @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
     def pad(features, labels):
         encoder, decoder = features["encoder_tokens"], features["decoder_tokens"]
         count = tf.shape(encoder)[0]

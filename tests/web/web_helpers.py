@@ -1,16 +1,14 @@
-"""Helpers for the web page tests: a tiny exported translator, loopback HTTP, a browser."""
+"""Helpers for the web page tests: a tiny exported translator, loopback HTTP.
+
+The browser helpers are `keras_transformer.serving.screenshot`'s.
+"""
 
 import itertools
 import json
-import os
-import shutil
 import socket
-import tempfile
 import urllib.error
 import urllib.request
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 MODEL_NAME = "zh_en"
 
 
@@ -66,40 +64,10 @@ def http(method, url, body=None, timeout=60):
     return status, payload.decode("utf-8")
 
 
-def browser_missing_reason():
-    """Why the browser tests cannot run here, or None when they can."""
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.path.exists(path):
-            return (f"{path} not found: install Debian's chromium and chromium-driver "
-                    "(tests/web/install_browser.sh)")
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed"
-    return None
+def start_server(model_base_path, **options):
+    """A started `ServerThread` serving zh_en on free loopback ports (stop it when done)."""
+    from keras_transformer.serving import server as server_lib
 
-
-def start_chromium(width=1200, height=1000):
-    """A headless Chromium driven by the system chromedriver, with a fresh profile.
-
-    Returns:
-        (driver, profile_dir); quit the driver and remove the folder when done.
-    """
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="kt-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                     "--no-first-run", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", f"--window-size={width},{height}",
-                     f"--user-data-dir={profile}"):
-        options.add_argument(argument)
-    try:
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    except BaseException:
-        shutil.rmtree(profile, ignore_errors=True)
-        raise
-    return driver, profile
+    return server_lib.ServerThread(server_lib.ServerOptions.from_model(
+        MODEL_NAME, str(model_base_path), port=0, rest_api_port=0, poll_seconds=0,
+        **options)).start()

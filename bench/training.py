@@ -1,0 +1,281 @@
+"""Training speed: non-padding target tokens per second of a training step.
+
+Three designs train on the same data (the bundled cmn.txt, zh→en, the training
+part of `split_pairs(seed=0)`, tokenized by SentencePiece models trained once here
+with `train_tokenizers` at their default sizes, the same token ids for all) at the
+same model sizes (the preset's layers, d_model, heads, d_ff, dropout), with the
+same optimizer (Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule):
+
+- ours: `Seq2SeqTransformer` + our length-bucketed, token-budgeted pipeline
+  (`make_training_dataset`) + our loss and metric, compiled by `compile_model`;
+  under XLA, batches are padded to a few fixed shapes as `train` does.
+- tutorial: the TensorFlow tutorial's design (`bench.baselines`): post-LN blocks of
+  `keras.layers.MultiHeadAttention`, batches of 64 sentences padded to their
+  longest row, no bucketing, the tutorial's masked loss and accuracy.
+- kerashub: KerasHub's `TransformerEncoder`/`TransformerDecoder` +
+  `TokenAndPositionEmbedding` on the tutorial's batches and loss.
+
+Each runs with and without XLA (`jit_compile`). The step is Keras' own train
+function (`train_on_batch`, the function `fit` runs), timed from call to the
+returned metric values. `steps` batches are drawn first from each design's
+pipeline (its first shuffled epoch), so the input pipeline's own cost is not in
+the time (it overlaps with training through prefetching); every distinct batch
+shape is run once before timing, so compilation is excluded too (flattering the
+designs with many shapes). Tokens/s = Σ non-padding labels / Σ step seconds.
+
+Model FLOPs (counted, not profiled), per example with padded lengths S, T,
+d = d_model, f = d_ff, V = target vocabulary, forward pass (a matmul of
+m×k by k×n is 2mkn FLOPs):
+
+    encoder layer   2·S·(4d² + 2df) + 4·S²·d              (QKVO, FFN; QKᵀ and AV)
+    decoder layer   2·T·(6d² + 2df) + 2·S·2d² + 4·T²·d + 4·T·S·d
+                                                (self QKVO + cross QO; cross KV on
+                                                 the source; self and cross scores)
+    output          2·T·d·V
+
+and a training step is 3× the forward (the backward pass costs two forwards),
+i.e. the usual 6 × matmul parameters × tokens plus the attention terms.
+Embedding look-ups, softmax, normalisation and the optimizer are not counted.
+"Fraction of ceiling" = FLOPs on the real (padded) batch shapes / step time /
+the matmul ceiling of `bench.ceiling` (bf16 under mixed_bfloat16); "useful"
+counts each row at its own unpadded lengths instead.
+"""
+
+import contextlib
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+from bench import baselines
+from bench import ceiling
+
+MAX_LENGTH = 64  # our pipeline's default source and target truncation (truncates nothing here)
+DESIGNS = ("ours", "tutorial", "kerashub")
+
+_DATA = {}
+
+
+def _data():
+    """(sources, targets, source tokenizer, target tokenizer), built once per process."""
+    if not _DATA:
+        from keras_transformer.data import read_cmn_eng
+        from keras_transformer.data import sources_and_targets
+        from keras_transformer.data import split_pairs
+        from keras_transformer.data.tokenizer import SubwordTokenizer
+        from keras_transformer.data.tokenizer import train_tokenizers
+
+        split = split_pairs(read_cmn_eng(), seed=0)
+        sources, targets = sources_and_targets(split.train)
+        with tempfile.TemporaryDirectory(prefix="bench-tokenizers-") as folder:
+            source_path, target_path = train_tokenizers(sources, targets, folder)
+            source, target = (SubwordTokenizer.from_file(source_path),
+                              SubwordTokenizer.from_file(target_path))
+        _DATA.update(sources=sources, targets=targets, source=source, target=target)
+    return _DATA["sources"], _DATA["targets"], _DATA["source"], _DATA["target"]
+
+
+def forward_flops(config, source_length, target_length):
+    """Forward-pass matmul FLOPs of one example (see the module docstring)."""
+    d, f, s, t = config.d_model, config.d_ff, source_length, target_length
+    encoder = 2 * s * (4 * d * d + 2 * d * f) + 4 * s * s * d
+    decoder = (2 * t * (6 * d * d + 2 * d * f) + 2 * s * 2 * d * d
+               + 4 * t * t * d + 4 * t * s * d)
+    output = 2 * t * d * config.target_vocab_size
+    return config.num_encoder_layers * encoder + config.num_decoder_layers * decoder + output
+
+
+def batch_flops(config, features, labels):
+    """(executed, useful) training FLOPs of one batch: padded shapes, real lengths."""
+    encoder = np.asarray(features["encoder_tokens"])
+    labels = np.asarray(labels)
+    rows, s = encoder.shape
+    t = labels.shape[1]
+    executed = 3 * rows * forward_flops(config, s, t)
+    real_s = (encoder != 0).sum(axis=1)
+    real_t = (labels != 0).sum(axis=1)
+    useful = 3 * sum(forward_flops(config, int(a), int(b)) for a, b in zip(real_s, real_t) if b)
+    return executed, useful
+
+
+def _model_and_batches(design, config, jit, precision, token_budget, baseline_batch, steps,
+                       data):
+    """A compiled model and `steps` batches (numpy) of the design's pipeline."""
+    import keras
+
+    from keras_transformer.data.pipeline import make_training_dataset
+    from keras_transformer.models import Seq2SeqTransformer
+    from keras_transformer.training.trainer import _static_shapes
+    from keras_transformer.training.trainer import compile_model
+    from keras_transformer.training.trainer import make_optimizer
+
+    sources, targets, source_tokenizer, target_tokenizer = data
+    lengths = dict(max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH)
+    if design == "ours":
+        dataset = make_training_dataset(sources, targets, source_tokenizer, target_tokenizer,
+                                        token_budget=token_budget, seed=0, **lengths)
+        if jit:  # as `train` does under XLA: a few fixed shapes
+            dataset = _static_shapes(dataset, MAX_LENGTH, token_budget=token_budget)
+        model = Seq2SeqTransformer(config)
+        compile_model(model, jit_compile=jit, mixed_precision=precision)
+    else:
+        baselines.BATCH_SIZE = baseline_batch
+        dataset = baselines.tutorial_batches(sources, targets, source_tokenizer,
+                                             target_tokenizer, seed=0, **lengths)
+        if design == "tutorial":
+            model = baselines.tutorial_transformer(config)
+        else:
+            model = baselines.kerashub_transformer(config, sequence_length=MAX_LENGTH)
+        model.compile(
+            optimizer=make_optimizer(config.d_model, 1000, 0.5, mixed_precision=precision),
+            loss=baselines.masked_loss, metrics=[baselines.masked_accuracy], jit_compile=jit)
+    batches = [
+        (keras.tree.map_structure(np.asarray, features), np.asarray(labels))
+        for features, labels in dataset.take(steps)
+    ]
+    return model, batches
+
+
+def _shape(batch):
+    features, labels = batch
+    return (features["encoder_tokens"].shape, labels.shape)
+
+
+class Design:
+    """One design, compiled, with its batches drawn and every batch shape warmed up."""
+
+    def __init__(self, design, config, jit, precision="none", token_budget=4096,
+                 baseline_batch=64, steps=20):
+        import keras
+
+        self.config = config
+        self.precision = precision
+        with _policy(precision), warnings.catch_warnings():
+            _quiet(warnings)
+            keras.utils.set_random_seed(0)
+            self.model, self.batches = _model_and_batches(
+                design, config, jit, precision, token_budget, baseline_batch, steps, _data())
+            started = time.perf_counter()
+            seen = set()
+            for batch in self.batches:  # compile every shape (XLA) / settle the traces
+                if _shape(batch) not in seen and (jit or len(seen) < 3):
+                    seen.add(_shape(batch))
+                    self.model.train_on_batch(*batch)
+        self.warmup_seconds = time.perf_counter() - started
+        self.shapes = len(seen)
+        self.totals = dict(seconds=0.0, tokens=0, padded=0, executed=0, useful=0, steps=0)
+
+    def step(self, index):
+        """Times one training step on batch `index` and adds it to the totals."""
+        features, labels = self.batches[index]
+        with _policy(self.precision), warnings.catch_warnings():
+            _quiet(warnings)
+            begin = time.perf_counter()
+            self.model.train_on_batch(features, labels)
+            seconds = time.perf_counter() - begin
+        executed, useful = batch_flops(self.config, features, labels)
+        totals = self.totals
+        totals["seconds"] += seconds
+        totals["tokens"] += int((labels != 0).sum())
+        totals["padded"] += labels.size
+        totals["executed"] += executed
+        totals["useful"] += useful
+        totals["steps"] += 1
+
+    def summary(self):
+        return {**self.totals, "shapes": self.shapes, "warmup_seconds": self.warmup_seconds}
+
+
+@contextlib.contextmanager
+def _policy(precision):
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32" if precision == "none" else precision)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def _quiet(warnings):
+    # The tutorial's custom layers pass masks on through their inner Add and
+    # LayerNormalization layers (as under Keras 2); Keras 3 warns all the same.
+    warnings.filterwarnings("ignore", message=".*does not support masking.*")
+
+
+def run(results, quick=False):
+    from keras_transformer.models import preset as make_preset
+
+    options = results.options
+    preset = options.get("preset", "small")
+    precision = options.get("mixed_precision", "none")
+    token_budget = options.get("token_budget", 4096)
+    baseline_batch = options.get("baseline_batch_size", baselines.BATCH_SIZE)
+    jit_modes = {"both": (False, True), "on": (True,), "off": (False,)}[options.get("xla", "both")]
+    steps = options.get("steps") or (3 if quick else 20)
+    sources, targets, source, target = _data()
+    config = make_preset(preset, source_vocab_size=source.vocab_size,
+                         target_vocab_size=target.vocab_size,
+                         max_length=max(MAX_LENGTH, make_preset(preset).max_length))
+    peak_dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
+    peak = ceiling.flops(results, peak_dtype, quick=quick)
+    peak_label = "bf16" if peak_dtype == "bfloat16" else "fp32"
+
+    designs, measured, order = {}, {}, []
+    for design in DESIGNS:
+        for jit in jit_modes:
+            label = design + (", XLA" if jit else "")
+            order.append(label)
+            print(f"  training: preparing {label} ...", flush=True)
+            try:
+                designs[label] = Design(design, config, jit, precision, token_budget,
+                                        baseline_batch, steps)
+            except ImportError as error:
+                print(f"  training: {label} skipped: {error}")
+                measured[label] = f"skipped: {error}"
+            except Exception as error:  # noqa: BLE001 - e.g. a design XLA cannot compile
+                reason = str(error).strip().splitlines()[0][:100] if str(error).strip() else ""
+                print(f"  training: {label} failed: {type(error).__name__}: {reason}")
+                measured[label] = f"failed: {type(error).__name__}"
+    # Round-robin, so that a change in the machine's load touches every design alike.
+    print(f"  training: timing {steps} steps of {len(designs)} designs ...", flush=True)
+    for index in range(steps):
+        for design in designs.values():
+            if index < len(design.batches):
+                design.step(index)
+    measured = {label: designs[label].summary() if label in designs else measured[label]
+                for label in order}
+
+    def rate(label):
+        entry = measured[label]
+        return entry["tokens"] / entry["seconds"] if isinstance(entry, dict) else None
+
+    baseline_rates = {label: rate(label) for label in measured
+                      if not label.startswith("ours") and rate(label)}
+    fastest = max(baseline_rates, key=baseline_rates.get) if baseline_rates else None
+    suffix = f"{preset}" + ("" if precision == "none" else f", {precision}")
+    for label, entry in measured.items():
+        case = f"{suffix}, {label}"
+        if not isinstance(entry, dict):
+            results.add("training", case, f"non-padding target tokens/s ({entry})", None, "tok/s")
+            continue
+        tokens_per_second = rate(label)
+        ratio = None
+        if label.startswith("ours") and fastest:
+            ratio = tokens_per_second / baseline_rates[fastest]
+        results.add("training", case, "non-padding target tokens/s", tokens_per_second, "tok/s",
+                    ratio=ratio, baseline=fastest and f"{fastest} (fastest baseline)")
+        step = entry["seconds"] / entry["steps"]
+        if peak:
+            results.add("training", case, f"fraction of {peak_label} matmul ceiling",
+                        entry["executed"] / entry["seconds"] / peak,
+                        f"of {peak / 1e9:.1f} GFLOP/s")
+            results.add("training", case, f"useful fraction of {peak_label} ceiling",
+                        entry["useful"] / entry["seconds"] / peak, "no padding FLOPs")
+        results.add("training", case, "step time", step * 1e3,
+                    f"ms ({entry['tokens'] / entry['steps']:.0f} real of "
+                    f"{entry['padded'] / entry['steps']:.0f} target tok/step)")
+    results.context.setdefault("training", {})[suffix] = {
+        label: entry for label, entry in measured.items()}
