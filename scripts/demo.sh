@@ -21,8 +21,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "train: preset small, ${MINUTES} minutes, run folder ${RUN} (rerun to resume)"
 "$KT" train --preset small --data data/cmn-eng/cmn.txt --src zh --tgt en --run "$RUN" --minutes "$MINUTES"
 
-step "evaluate on the held-out test split (beam 4)"
-"$KT" evaluate --run "$RUN" --split test --beam 4 --output "$RUN/test.hyp.txt"
+step "evaluate on the held-out test split (beam 4): translations beside references, BLEU"
+"$KT" evaluate --run "$RUN" --split test --beam 4 --output "$RUN/test.hypotheses.txt" --show 6
 
 step "export to ${BASE}/${NAME}/<version> for TensorFlow Serving"
 "$KT" export --run "$RUN" --name "$NAME" --base "$BASE" --beam 4
@@ -45,13 +45,9 @@ step "translate through the server (REST, then gRPC)"
 curl -s -X POST "http://127.0.0.1:${REST_PORT}/v1/models/${NAME}:predict" \
   -H 'Content-Type: application/json' -d '{"instances": ["我们来试试。"]}'; echo
 
-step "test translations beside their references"
-paste <(cut -f1,2 "$RUN/splits/test.tsv") "$RUN/test.hyp.txt" | head -n 8 | \
-  awk -F'\t' '{printf "  zh:  %s\n  ref: %s\n  hyp: %s\n\n", $1, $2, $3}'
-
 step "pictures"
 "$KT" plot-attention --run "$RUN" "机器学习很有趣。" -o "$RUN/attention.png"
 "$KT" plot-history --run "$RUN" -o "$RUN/history.png"
-python3 -c "import json,sys; e=json.load(open(sys.argv[1])); print(f\"test BLEU {e['bleu']:.1f}  chrF {e['chrf']:.1f}  ({e['signature']})\")" "$RUN/evaluation.json" || true
+.venv/bin/python -c "import json,sys; e=json.load(open(sys.argv[1])); print('test split:', e['bleu_text']); print('           ', e['chrf_text'])" "$RUN/evaluation.json"
 echo "pictures: $RUN/attention.png $RUN/history.png"
 echo "web page: http://127.0.0.1:${REST_PORT}/?model=${NAME} (run: $KT serve --model_name $NAME --model_base_path $BASE/$NAME)"
