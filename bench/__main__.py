@@ -2,11 +2,19 @@
 
 Each benchmark measures ours beside its baseline in the same process, so the ratios
 hold on any machine; absolute numbers are labelled with the machine in the JSON.
+
+Examples:
+    python -m bench                      # everything, full size (CPU: ~30 min)
+    python -m bench --quick              # everything, small sizes (a few minutes)
+    python -m bench training attention   # some of them
+    python -m bench ceiling training decoding --preset base \\
+        --mixed-precision mixed_bfloat16 --xla          # bench/gpu.sh, on a GPU
 """
 
 import argparse
 import importlib
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -15,23 +23,65 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from bench.common import Results  # noqa: E402
 from bench.common import machine  # noqa: E402
 
-BENCHMARKS = ["decoding"]
+BENCHMARKS = ["ceiling", "training", "attention", "decoding", "serving"]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="*", default=BENCHMARKS, help=f"any of {BENCHMARKS}")
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="name",
+                        help=f"any of {BENCHMARKS} (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and few repeats: checks that everything runs")
+    parser.add_argument("--preset", default="small",
+                        help="model preset of training, attention and decoding (default small)")
+    parser.add_argument("--mixed-precision", default="none",
+                        choices=["none", "mixed_bfloat16", "mixed_float16"],
+                        help="Keras dtype policy of the models and layers (default none)")
+    parser.add_argument("--xla", nargs="?", const="on", default="both",
+                        choices=["both", "on", "off"],
+                        help="jit_compile: both (default), on (the flag alone) or off")
+    parser.add_argument("--token-budget", type=int, default=4096,
+                        help="our training pipeline's tokens per batch (default 4096)")
+    parser.add_argument("--baseline-batch-size", type=int, default=64,
+                        help="sentences per batch of the training baselines (the tutorial's 64)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed training steps per design (default 20, --quick 3)")
+    parser.add_argument("--serving-preset", default="small",
+                        help="model preset of the serving benchmark (default small)")
     parser.add_argument("--output", default="bench/results/latest.json")
-    args = parser.parse_args()
-    results = Results()
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.names if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    options = {
+        "quick": args.quick,
+        "preset": args.preset,
+        "mixed_precision": args.mixed_precision,
+        "xla": args.xla,
+        "token_budget": args.token_budget,
+        "baseline_batch_size": args.baseline_batch_size,
+        "steps": args.steps,
+        "serving_preset": args.serving_preset,
+    }
+    results = Results(options)
     started = time.time()
-    for name in args.names:
+    for name in args.names or BENCHMARKS:
         print(f"running {name} ...", flush=True)
-        importlib.import_module(f"bench.{name}").run(results)
+        begin = time.time()
+        importlib.import_module(f"bench.{name}").run(results, quick=args.quick)
+        print(f"  {name}: {time.time() - begin:.0f} s", flush=True)
     print()
     print(f"machine: {machine()}")
+    print(f"options: {options}")
     print(results.table())
-    results.save(args.output, {"seconds": round(time.time() - started, 1)})
+    results.save(args.output, {"seconds": round(time.time() - started, 1),
+                               "command": " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])})
     print(f"\nwritten {args.output}")
 
 

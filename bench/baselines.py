@@ -22,7 +22,8 @@ the tutorial's masked loss and masked accuracy.
 
 `tutorial_batches` is the tutorial's input pipeline: shuffle(20000), batch(64)
 sentences, tokenize, truncate to MAX_TOKENS, pad each batch to its longest row
-(`RaggedTensor.to_tensor()`); no bucketing.
+(`RaggedTensor.to_tensor()`); no bucketing. Under XLA the widths are rounded up to
+a multiple of 8 (what our own XLA path does), so that only a few shapes compile.
 """
 
 import numpy as np
@@ -36,12 +37,13 @@ BUFFER_SIZE = 20000  # the tutorial's shuffle buffer
 
 
 def tutorial_batches(sources, targets, source_tokenizer, target_tokenizer, max_source_length,
-                     max_target_length, seed=0, fixed_length=None):
+                     max_target_length, seed=0, batch_size=BATCH_SIZE, multiple=None):
     """The tutorial's `make_batches`: fixed batches of 64 padded to their longest row.
 
     Token content equals our pipeline's (`encode_source`/`encode_target`): only the
-    batching differs. With `fixed_length`, every batch is padded to (64, L, L)
-    instead (one shape, for XLA).
+    batching differs. With `multiple`, each batch's source and target widths are
+    rounded up to a multiple of it (for XLA, which compiles once per shape; the
+    tutorial itself has no such step).
     """
     import tensorflow as tf
 
@@ -51,25 +53,25 @@ def tutorial_batches(sources, targets, source_tokenizer, target_tokenizer, max_s
     source_length = min(max_source_length, MAX_TOKENS)
     target_length = min(max_target_length, MAX_TOKENS + 1)
 
+    def round_up(tensor):
+        if multiple is None:
+            return tensor
+        width = tf.shape(tensor)[1]
+        return tf.pad(tensor, [[0, 0], [0, (width + multiple - 1) // multiple * multiple - width]])
+
     def prepare_batch(source, target):
         encoder = encode_source(source_tokenizer, source, source_length)
         decoder, labels = encode_target(target_tokenizer, target, target_length)
-        if fixed_length is None:
-            shapes = dict(encoder=None, decoder=None)
-        else:
-            shapes = dict(encoder=[None, fixed_length], decoder=[None, fixed_length])
         return (
-            {
-                "encoder_tokens": encoder.to_tensor(shape=shapes["encoder"]),
-                "decoder_tokens": decoder.to_tensor(shape=shapes["decoder"]),
-            },
-            labels.to_tensor(shape=shapes["decoder"]),
+            {"encoder_tokens": round_up(encoder.to_tensor()),
+             "decoder_tokens": round_up(decoder.to_tensor())},
+            round_up(labels.to_tensor()),
         )
 
     return (
         tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
         .shuffle(BUFFER_SIZE, seed=seed)
-        .batch(BATCH_SIZE)
+        .batch(batch_size)
         .map(prepare_batch, tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )

@@ -50,6 +50,24 @@ def _number(value):
     return f"{value:.4g}"
 
 
+def time_interleaved(functions, warmup=1, repeats=5):
+    """Median seconds per call of each of `functions`, called in turn.
+
+    Alternating the calls spreads a change in the machine's load over all of
+    them, so their ratios hold better on a busy machine than separate runs.
+    """
+    for function in functions:
+        for _ in range(warmup):
+            function()
+    times = [[] for _ in functions]
+    for _ in range(repeats):
+        for function, spent in zip(functions, times):
+            begin = time.perf_counter()
+            function()
+            spent.append(time.perf_counter() - begin)
+    return [statistics.median(spent) for spent in times]
+
+
 class Results:
     """Collects rows of (benchmark, case, metric, value, unit, baseline ratio)."""
 

@@ -9,28 +9,60 @@ relative to greedy.
 
 import numpy as np
 
-from bench.common import time_call
+from bench.common import time_interleaved
 
 
-def run(results, preset="small", new_tokens=32, source_length=20, batch_sizes=(1, 32), jit=False):
+def run(results, quick=False, preset=None, new_tokens=32, source_length=20, batch_sizes=(1, 32),
+        jit=None):
+    """Adds the decoding rows to `results`.
+
+    `preset`, `jit` and the precision default to the command line's options
+    (`results.options`: preset, xla "on"/"off"/"both", mixed_precision).
+    """
+    options = results.options
+    preset = preset or options.get("preset", "small")
+    if jit is None:
+        jit_modes = {"both": (False, True), "on": (True,), "off": (False,)}[
+            options.get("xla", "off")]
+    else:
+        jit_modes = (jit,)
+    precision = options.get("mixed_precision", "none")
+    repeats = 3 if quick else 5
+    for jit_mode in jit_modes:
+        _run(results, preset, new_tokens, source_length, batch_sizes, jit_mode, precision,
+             repeats)
+
+
+def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision, repeats):
     import keras
 
     from keras_transformer.decoding import SequenceSearch, make_uncached_greedy
     from keras_transformer.models import build_transformer
 
     keras.utils.set_random_seed(0)
-    model = build_transformer(preset, source_vocab_size=8000, target_vocab_size=8000)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32" if precision == "none" else precision)
+    try:
+        model = build_transformer(preset, source_vocab_size=8000, target_vocab_size=8000)
+    finally:
+        keras.config.set_dtype_policy(previous)
     never = 10**6  # an end token outside the vocabulary: every row decodes new_tokens
     greedy = SequenceSearch(model, max_length=new_tokens, eos_id=never, jit_compile=jit)
     beam = SequenceSearch(model, max_length=new_tokens, eos_id=never, beam_width=4, jit_compile=jit)
     uncached = make_uncached_greedy(model, max_length=new_tokens, eos_id=never)
     rng = np.random.default_rng(0)
-    label = f"{preset}, {new_tokens} tokens" + (", XLA" if jit else "")
+    label = (f"{preset}, {new_tokens} tokens" + (", XLA" if jit else "")
+             + ("" if precision == "none" else f", {precision}"))
     for batch_size in batch_sizes:
         source = rng.integers(4, 8000, size=(batch_size, source_length)).astype("int32")
-        ours = time_call(lambda: greedy.greedy(source, new_tokens)["tokens"].numpy(), repeats=3)
-        baseline = time_call(lambda: uncached(source).numpy(), repeats=3)
-        beam_time = time_call(lambda: beam.beam_search(source, new_tokens)["tokens"].numpy(), repeats=3)
+        ours, baseline, beam_time = time_interleaved(
+            [
+                lambda: greedy.greedy(source, new_tokens)["tokens"].numpy(),
+                lambda: uncached(source).numpy(),
+                lambda: beam.beam_search(source, new_tokens)["tokens"].numpy(),
+            ],
+            repeats=repeats,
+        )
         case = f"{label}, batch {batch_size}"
         results.add("decoding", case, "greedy sentences/s (uncached tutorial loop)",
                     batch_size / baseline, "sent/s")

@@ -36,15 +36,16 @@ def add_arguments(parser):
     parser.add_argument("--no-xla", dest="jit_compile", action="store_false")
     parser.add_argument(
         "--mixed-precision", choices=MIXED_PRECISION_CHOICES,
-        help="dtype policy (default: by device; none on CPU, mixed_bfloat16 on GPU)",
+        help="dtype policy (default: by device: mixed_bfloat16 on a GPU or a CPU with "
+        "bfloat16 instructions, else none)",
     )
     parser.add_argument("--strategy", default="default", choices=STRATEGIES)
     parser.add_argument(
         "--devices", help="comma-separated devices of the mirrored strategy (default: all GPUs)"
     )
     parser.add_argument("--seed", type=int, help="seed of weights and data order (default: 0)")
-    parser.add_argument("--warmup-steps", type=int, help="learning-rate warmup (default: 1000)")
-    parser.add_argument("--lr-scale", type=float, help="learning-rate schedule factor (default: 0.5)")
+    parser.add_argument("--warmup-steps", type=int, help="learning-rate warmup (default: 250)")
+    parser.add_argument("--lr-scale", type=float, help="learning-rate schedule factor (default: 0.3)")
     parser.add_argument("--clipnorm", type=float, help="global gradient-norm clip (default: none)")
     parser.add_argument("--label-smoothing", type=float, help="default: 0.1")
     parser.add_argument(

@@ -26,6 +26,8 @@ import os
 import sys
 import warnings
 
+from keras_transformer.training.schedule import DEFAULT_SCALE
+from keras_transformer.training.schedule import DEFAULT_WARMUP_STEPS
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
@@ -38,21 +40,34 @@ FORMAT_VERSION = 1
 
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
 
-# Defaults by device, chosen by measurement (README / issue 3): on the 2-core CPU the
-# small preset trains at the same speed or slower under XLA, since the bucketed
-# batches must then be padded to a few fixed shapes (see `_static_shapes`) and each
-# shape is compiled separately; bfloat16 has no fast matmul path there either.
+# Defaults by device, chosen by measurement. On the 2-core CPU (small preset, the
+# bundled corpus, 4,096-token batches; the machine shared with other jobs, so
+# absolute numbers are low):
+#   150 steps after 20 warm-up steps, bucketed batches:
+#     no XLA  1,228 target tokens/s (median step 2.30 s; warm-up 76 s)
+#     XLA       670 target tokens/s (median step 3.22 s; warm-up 172 s), the batches
+#               padded to fixed shapes (`_static_shapes`), each shape compiled once
+#   the same (256, 16) batch, interleaved blocks of 4 steps: 3.12 s vs 3.14 s.
+# XLA does not speed a step up here, and costs ~13 s of compilation per batch shape
+# (about 16 shapes with validation) plus 2% more padding: off on CPU. (For the tiny
+# preset, where per-op overhead dominates, XLA is 2.4x faster: 13.9k vs 33.2k
+# tokens/s.)
+# Mixed precision, same batch, interleaved, no XLA: float32 2.97 s/step (943
+# tokens/s), mixed_bfloat16 2.06 s/step (1,362 tokens/s): 1.44x, as this CPU has
+# AVX512_BF16 instructions (oneDNN uses them). Without them (or AMX) bfloat16 is
+# emulated and slow, so the CPU default depends on the CPU's flags.
 # On a GPU, XLA fuses the many small element-wise ops and bfloat16 uses the tensor
 # cores without loss scaling.
 CPU_DEFAULTS = {"jit_compile": False, "mixed_precision": "none"}
+CPU_BF16_DEFAULTS = {"jit_compile": False, "mixed_precision": "mixed_bfloat16"}
 GPU_DEFAULTS = {"jit_compile": True, "mixed_precision": "mixed_bfloat16"}
 
 # Training settings: defaults, used when neither the call nor the run folder sets one.
 TRAINING_DEFAULTS = {
     "epochs": 1000,  # a time budget or early stopping usually ends the run first
     "token_budget": 4096,
-    "warmup_steps": 1000,
-    "lr_scale": 0.5,
+    "warmup_steps": DEFAULT_WARMUP_STEPS,
+    "lr_scale": DEFAULT_SCALE,
     "label_smoothing": 0.1,
     "clipnorm": None,
     "jit_compile": None,  # None: by device, see CPU_DEFAULTS / GPU_DEFAULTS
@@ -71,7 +86,19 @@ def device_defaults():
 
     if tf.config.list_physical_devices("GPU"):
         return {**GPU_DEFAULTS, "kind": "GPU"}
+    if cpu_has_bfloat16():
+        return {**CPU_BF16_DEFAULTS, "kind": "CPU"}
     return {**CPU_DEFAULTS, "kind": "CPU"}
+
+
+def cpu_has_bfloat16():
+    """Whether the CPU has bfloat16 matmul instructions (AVX512_BF16 or AMX), on Linux."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            flags = next((line for line in file if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def read_run_config(run_dir):
