@@ -7,6 +7,7 @@ deep stacks and large learning rates, and needs a final LayerNorm after the stac
 
 import keras
 
+from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
@@ -63,6 +64,21 @@ class TransformerBlock(keras.layers.Layer):
         )
         norm.build(inputs_shape)
         return norm
+
+    def _make_attention(self, name, inputs_shape, context_shape=None, causal=False):
+        """Self-attention (local when `window` is set), or cross-attention with a context."""
+        attention = MultiHeadSelfAttention(
+            self.num_heads,
+            dropout=self.attention_dropout,
+            causal=causal,
+            window=self.window if context_shape is None else None,
+            normalize=self.normalize,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        attention.build(inputs_shape, context_shape)
+        return attention
 
     def _make_feed_forward(self, inputs_shape):
         feed_forward = FeedForward(

@@ -7,7 +7,6 @@ D head size, L cache length.
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.ops import checks
 
@@ -44,27 +43,11 @@ class DecoderBlock(TransformerBlock):
         if encoder_outputs_shape is None:
             encoder_outputs_shape = inputs_shape
         checks.check_rank("encoder_outputs", encoder_outputs_shape, 3)
-        self.self_attention = MultiHeadSelfAttention(
-            self.num_heads,
-            dropout=self.attention_dropout,
-            causal=True,
-            window=self.window,
-            normalize=self.normalize,
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name="self_attention",
-        )
-        self.self_attention.build(inputs_shape)
+        self.self_attention = self._make_attention("self_attention", inputs_shape, causal=True)
         self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
-        self.cross_attention = MultiHeadSelfAttention(
-            self.num_heads,
-            dropout=self.attention_dropout,
-            normalize=self.normalize,
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name="cross_attention",
+        self.cross_attention = self._make_attention(
+            "cross_attention", inputs_shape, context_shape=encoder_outputs_shape
         )
-        self.cross_attention.build(inputs_shape, encoder_outputs_shape)
         self.cross_attention_norm = self._make_norm("cross_attention_norm", inputs_shape)
         self.feed_forward = self._make_feed_forward(inputs_shape)
         self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)

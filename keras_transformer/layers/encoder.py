@@ -5,7 +5,6 @@ Shape notation: B batch, S source length, M model width, H heads.
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.ops import checks
 
@@ -35,16 +34,7 @@ class EncoderBlock(TransformerBlock):
 
     def build(self, inputs_shape):
         checks.check_rank("inputs", inputs_shape, 3)
-        self.self_attention = MultiHeadSelfAttention(
-            self.num_heads,
-            dropout=self.attention_dropout,
-            window=self.window,
-            normalize=self.normalize,
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name="self_attention",
-        )
-        self.self_attention.build(inputs_shape)
+        self.self_attention = self._make_attention("self_attention", inputs_shape)
         self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
         self.feed_forward = self._make_feed_forward(inputs_shape)
         self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)
