@@ -46,7 +46,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             outputs are never read, and masking whole rows only costs time).
         context_padding_mask: optional (B, S) booleans for the context.
         attention_mask: optional (B, T, S) booleans ANDed with the others.
-        cache: optional key/value cache (B, 2, L, H, D). With `cache_index`, the
+        cache: optional key/value cache (B, 2, H, L, D). With `cache_index`, the
             keys and values of `query` are written at `cache_index` and attention
             runs over the whole cache (entries past the current position are hidden
             causally). Without `cache_index` the cache is read-only: the keys and
@@ -115,6 +115,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 name=name,
             )
 
+        # Same weight layout as keras.layers.MultiHeadAttention; `_split_heads` then
+        # puts heads first, so a decoding cache kept as (B, 2, H, L, D) is never
+        # transposed by the attention products.
         self.query_dense = projection("query", "btm,mhd->bthd", (None, *heads), "hd")
         self.query_dense.build(query_shape)
         kv_input_shape = (query_shape[0], None, context_dim)
@@ -122,14 +125,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.key_dense.build(kv_input_shape)
         self.value_dense = projection("value", "bsm,mhd->bshd", (None, *heads), "hd")
         self.value_dense.build(kv_input_shape)
-        self.output_dense = projection("attention_output", "bthd,hdm->btm", (None, model_dim), "m")
-        self.output_dense.build((query_shape[0], None, *heads))
+        self.output_dense = projection("attention_output", "bhtd,hdm->btm", (None, model_dim), "m")
+        self.output_dense.build((query_shape[0], heads[0], None, heads[1]))
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
+    @staticmethod
+    def _split_heads(projected):
+        """(B, T, H, D) → (B, H, T, D)."""
+        return ops.transpose(projected, (0, 2, 1, 3))
+
     def compute_key_value(self, context):
-        """Projects `context` (B, S, Mc) to a read-only cache (B, 2, S, H, D)."""
-        return ops.stack([self.key_dense(context), self.value_dense(context)], axis=1)
+        """Projects `context` (B, S, Mc) to a read-only cache (B, 2, H, S, D)."""
+        key_heads = self._split_heads(self.key_dense(context))
+        value_heads = self._split_heads(self.value_dense(context))
+        return ops.stack([key_heads, value_heads], axis=1)
 
     def call(
         self,
@@ -145,7 +155,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ):
         checks.check_floating("query", query.dtype)
         is_cross_attention = context is not None or (cache is not None and cache_index is None)
-        query_heads = self.query_dense(query)
+        query_heads = self._split_heads(self.query_dense(query))
         query_offset = 0
         causal = self.causal
         if cache is not None and cache_index is None:
@@ -153,8 +163,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             key_heads, value_heads = cache[:, 0], cache[:, 1]
         else:
             source = query if context is None else context
-            key_heads = self.key_dense(source)
-            value_heads = self.value_dense(source)
+            key_heads = self._split_heads(self.key_dense(source))
+            value_heads = self._split_heads(self.value_dense(source))
             if cache is not None:
                 # Self-attention step: write this step's keys/values at the index and
                 # attend over the whole cache. Unwritten entries lie in the future,
@@ -169,8 +179,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         else:
             key_padding_mask = None if cache is not None else query_padding_mask
         mask = compute_attention_mask(
-            query_length=ops.shape(query_heads)[1],
-            key_length=ops.shape(key_heads)[1],
+            query_length=ops.shape(query_heads)[2],
+            key_length=ops.shape(key_heads)[2],
             key_padding_mask=key_padding_mask,
             causal=causal and not is_cross_attention,
             window=None if is_cross_attention else self.window,

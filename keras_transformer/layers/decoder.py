@@ -25,8 +25,8 @@ class DecoderBlock(TransformerBlock):
             `cross_attention_cache` holds its projected keys and values.
         decoder_padding_mask: optional (B, T) booleans, True for real tokens.
         encoder_padding_mask: optional (B, S) booleans, True for real tokens.
-        self_attention_cache: optional (B, 2, L, H, D) cache, written at `cache_index`.
-        cross_attention_cache: optional (B, 2, S, H, D) keys and values of the
+        self_attention_cache: optional (B, 2, H, L, D) cache, written at `cache_index`.
+        cross_attention_cache: optional (B, 2, H, S, D) keys and values of the
             encoder output, from `compute_cross_attention_cache`.
         cache_index: position of `inputs[:, 0]` when decoding with a cache.
         return_attention_scores: also return the self-attention (B, H, T, L or T)
@@ -55,7 +55,7 @@ class DecoderBlock(TransformerBlock):
         self.built = True
 
     def compute_cross_attention_cache(self, encoder_outputs):
-        """Projects the encoder output once: (B, S, M) → (B, 2, S, H, D)."""
+        """Projects the encoder output once: (B, S, M) → (B, 2, H, S, D)."""
         return self.cross_attention.compute_key_value(encoder_outputs)
 
     def call(

@@ -198,14 +198,14 @@ class Seq2SeqTransformer(keras.Model):
 
         Returns:
             `(self_caches, cross_caches)`: tuples with one entry per decoder layer:
-            (B, 2, L, H, D) zeros, and the (B, 2, S, H, D) keys and values of the
+            (B, 2, H, L, D) zeros, and the (B, 2, H, S, D) keys and values of the
             encoder output, computed once per sentence. Separate tensors per layer
             spare a slice and a stack of the whole cache at every step.
         """
         batch_size = ops.shape(encoder_outputs)[0]
         head_dim = self.config.d_model // self.config.num_heads
         blocks = self.transformer_layers.decoder_blocks
-        shape = (batch_size, 2, max_length, self.config.num_heads, head_dim)
+        shape = (batch_size, 2, self.config.num_heads, max_length, head_dim)
         self_caches = tuple(ops.zeros(shape, dtype=block.compute_dtype) for block in blocks)
         cross_caches = tuple(block.compute_cross_attention_cache(encoder_outputs) for block in blocks)
         return self_caches, cross_caches
@@ -218,8 +218,8 @@ class Seq2SeqTransformer(keras.Model):
         Args:
             decoder_tokens: (B, T) ids at those positions (T = 1 for one step).
             cache_index: scalar int, position of `decoder_tokens[:, 0]`.
-            self_caches: per-layer (B, 2, L, H, D) from `init_cache` or the last step.
-            cross_caches: per-layer (B, 2, S, H, D) from `init_cache`.
+            self_caches: per-layer (B, 2, H, L, D) from `init_cache` or the last step.
+            cross_caches: per-layer (B, 2, H, S, D) from `init_cache`.
             encoder_padding_mask: (B, S) booleans from `encode`.
 
         Returns:

@@ -26,9 +26,9 @@ def scaled_dot_product_attention(
     """Computes softmax(Q Kᵀ / √D) V for every head.
 
     Args:
-        query: (B, T, H, D).
-        key: (B, S, H, D).
-        value: (B, S, H, D).
+        query: (B, H, T, D).
+        key: (B, H, S, D).
+        value: (B, H, S, D).
         mask: optional (B or 1, T, S) booleans, True where attention is allowed.
         normalize: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
             positions contribute zero and n counts the keys the query may see
@@ -37,13 +37,13 @@ def scaled_dot_product_attention(
         training: passed to the dropout layer.
 
     Returns:
-        A tuple `(outputs, weights)`: outputs (B, T, H, D) in the query's dtype,
+        A tuple `(outputs, weights)`: outputs (B, H, T, D) in the query's dtype,
         weights (B, H, T, S) in the query's dtype.
     """
     head_size = query.shape[-1]
     # Scaling the queries before the product costs T·D multiplies instead of T·S.
     query = ops.multiply(query, ops.cast(1.0 / math.sqrt(head_size), query.dtype))
-    scores = ops.einsum("bthd,bshd->bhts", query, key)
+    scores = ops.einsum("bhtd,bhsd->bhts", query, key)
     # Normalise in float32 whatever the compute dtype: bf16 softmax loses mass.
     scores = ops.cast(scores, "float32")
     if mask is not None:
@@ -70,5 +70,5 @@ def scaled_dot_product_attention(
     attended = weights
     if dropout_layer is not None:
         attended = dropout_layer(weights, training=training)
-    outputs = ops.einsum("bhts,bshd->bthd", attended, value)
+    outputs = ops.einsum("bhts,bhsd->bhtd", attended, value)
     return outputs, weights

@@ -12,22 +12,23 @@ import tensorflow as tf
 
 
 def update_cache(cache, update, index):
-    """Writes `update` into `cache` at positions index .. index + T - 1 of axis 2.
+    """Writes `update` into `cache` at positions index .. index + T - 1 of axis 3.
 
     Args:
-        cache: (B, 2, L, H, D) keys and values.
-        update: (B, 2, T, H, D) the new positions' keys and values.
+        cache: (B, 2, H, L, D) keys and values.
+        update: (B, 2, H, T, D) the new positions' keys and values.
         index: scalar int, first position written.
 
     Returns:
-        The updated (B, 2, L, H, D) cache (shapes unchanged).
+        The updated (B, 2, H, L, D) cache (shapes unchanged).
     """
     shape = tf.shape(update)
-    batch, pair, positions = tf.meshgrid(
+    batch, pair, head, positions = tf.meshgrid(
         tf.range(shape[0]),
         tf.range(shape[1]),
-        tf.cast(index, tf.int32) + tf.range(shape[2]),
+        tf.range(shape[2]),
+        tf.cast(index, tf.int32) + tf.range(shape[3]),
         indexing="ij",
     )
-    indices = tf.stack([batch, pair, positions], axis=-1)  # (B, 2, T, 3)
+    indices = tf.stack([batch, pair, head, positions], axis=-1)  # (B, 2, H, T, 4)
     return tf.tensor_scatter_nd_update(cache, indices, tf.cast(update, cache.dtype))

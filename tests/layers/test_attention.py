@@ -70,7 +70,7 @@ def test_cached_steps_equal_one_full_causal_pass():
     query = rng.normal(size=(2, 6, 16)).astype("float32")
     layer = MultiHeadSelfAttention(num_heads=2, causal=True)
     full = np.asarray(layer(query))
-    cache = np.zeros((2, 2, 10, 2, 8), "float32")
+    cache = np.zeros((2, 2, 2, 10, 8), "float32")
     steps = []
     for index in range(6):
         output, cache = layer(query[:, index : index + 1], cache=cache, cache_index=index)
