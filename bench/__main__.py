@@ -4,7 +4,7 @@ Each benchmark measures ours beside its baseline in the same process, so the rat
 hold on any machine; absolute numbers are labelled with the machine in the JSON.
 
 Examples:
-    python -m bench                      # everything, full size (CPU: ~30 min)
+    python -m bench                      # everything, full size (2-core CPU: ~15-20 min)
     python -m bench --quick              # everything, small sizes (a few minutes)
     python -m bench training attention   # some of them
     python -m bench ceiling training decoding --preset base \\
@@ -80,8 +80,9 @@ def main(argv=None):
     print(f"machine: {machine()}")
     print(f"options: {options}")
     print(results.table())
+    command = ["python -m bench", *(sys.argv[1:] if argv is None else argv)]
     results.save(args.output, {"seconds": round(time.time() - started, 1),
-                               "command": " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])})
+                               "command": " ".join(command)})
     print(f"\nwritten {args.output}")
 
 

@@ -6,7 +6,8 @@ of the outputs with respect to the input and every weight), in one
 that B·L tokens stay fixed. Both layers have the preset's heads and width
 (H heads of D = M / H), and the same weights: Keras' are copied from ours, and
 the outputs are checked to agree on the real (non-padding) positions before
-timing. The two functions are called in turn (`time_interleaved`), median times. Keras' layer gets the mask as `value_mask` (keys only), which has the
+timing. The two functions are called in turn (`time_interleaved`); median
+times. Keras' layer gets the mask as `value_mask` (keys only), which has the
 same meaning as ours and is its cheapest form. Ratio = Keras' time / ours
 (above 1: ours is faster).
 """

@@ -29,12 +29,12 @@ BATCHING = dict(max_batch_size=32, batch_timeout_micros=5000, num_batch_threads=
 def _export(base, preset, sentences):
     import keras
 
-    from bench.training import _data
+    from bench.training import corpus_and_tokenizers
     from keras_transformer.export import TranslationModule
     from keras_transformer.export import write_export
     from keras_transformer.models import build_transformer
 
-    _, _, source, target = _data()
+    _, _, source, target = corpus_and_tokenizers()
     keras.utils.set_random_seed(0)
     model = build_transformer(preset, source_vocab_size=source.vocab_size,
                               target_vocab_size=target.vocab_size)
@@ -88,11 +88,11 @@ def _measure(base, batching, sentences, concurrencies, seconds):
 
 
 def run(results, quick=False, concurrencies=CONCURRENCY):
-    from bench.training import _data
+    from bench.training import corpus_and_tokenizers
 
     preset = results.options.get("serving_preset", "small")
     seconds = 3.0 if quick else 15.0
-    sources = _data()[0]
+    sources = corpus_and_tokenizers()[0]
     sentences = [text for text in sources[::97] if text][:256]
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as folder:
         base = f"{folder}/{MODEL_NAME}"

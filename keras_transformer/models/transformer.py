@@ -40,7 +40,9 @@ def _make_layers(config):
     source_embedding = keras.layers.ReversibleEmbedding(
         config.source_vocab_size,
         config.d_model,
-        tie_weights=config.tie_output_embedding,
+        # Only a shared embedding is also the output projection; a source-only one is
+        # never reversed and must not carry an unused projection matrix.
+        tie_weights=config.tie_output_embedding or not config.share_vocabulary,
         # The paper's N(0, M^-1/2) initialisation pairs with the √M input scaling.
         embeddings_initializer=keras.initializers.RandomNormal(stddev=config.d_model**-0.5),
         name="shared_embedding" if config.share_vocabulary else "source_embedding",
