@@ -30,7 +30,7 @@ def test_tiny_model_learns_to_reverse_sequences():
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
     )
     inputs, labels = _reversal_data(rng, 6000)
-    model.fit(inputs, labels, batch_size=64, epochs=4, verbose=0)
+    model.fit(inputs, labels, batch_size=64, epochs=8, verbose=0)
 
     test_inputs, test_labels = _reversal_data(np.random.default_rng(1), 500)
     predictions = np.argmax(model.predict(test_inputs, verbose=0), axis=-1)
