@@ -21,8 +21,9 @@ import warnings
 
 import keras
 
+from keras_transformer.runs import CHECKPOINT_DIR  # the run folder layout: one definition
+
 BACKUP_DIR = "backup"
-CHECKPOINT_DIR = "checkpoints"
 HISTORY_JSON = "history.json"
 HISTORY_CSV = "history.csv"
 LOG_DIR = "logs"

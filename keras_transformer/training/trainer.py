@@ -26,16 +26,16 @@ import os
 import sys
 import warnings
 
+from keras_transformer.runs import CONFIG_NAME
+from keras_transformer.runs import FINAL_WEIGHTS_NAME
+from keras_transformer.runs import SPLIT_DIR
 from keras_transformer.training.schedule import DEFAULT_SCALE
 from keras_transformer.training.schedule import DEFAULT_WARMUP_STEPS
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
 
-CONFIG_NAME = "config.json"
-SPLIT_DIR = "splits"
 MODEL_NAME = "model.keras"
-FINAL_WEIGHTS_NAME = "final.weights.h5"
 FORMAT_VERSION = 1
 
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
