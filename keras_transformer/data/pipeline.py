@@ -35,7 +35,10 @@ from keras_transformer.data.tokenizer import SubwordTokenizer
 DEFAULT_MAX_SOURCE_LENGTH = 64
 DEFAULT_MAX_TARGET_LENGTH = 64
 DEFAULT_TOKEN_BUDGET = 4096
-DEFAULT_BUCKET_STEP = 8
+# Buckets 2 ids wide: on cmn.txt (token budget 4096) 95% of the target positions
+# of a batch are real tokens, against 73% with buckets 8 wide, in fewer batches
+# per epoch (78 against 87); width 1 adds half-empty end-of-epoch batches.
+DEFAULT_BUCKET_STEP = 2
 # Tokenize this many sentences per op call: per-sentence calls are slow.
 _TOKENIZE_BATCH = 1024
 
@@ -199,7 +202,7 @@ def make_training_dataset(
         max_source_length: Truncation length of encoder inputs.
         max_target_length: Truncation length of decoder inputs and labels.
         bucket_boundaries: Exclusive upper length ends of the buckets; None
-            for :func:`bucket_boundaries_for` (steps of 8).
+            for :func:`bucket_boundaries_for` (steps of 2).
         shuffle: Shuffle examples before bucketing.
         shuffle_buffer: Shuffle buffer size; None shuffles the whole corpus.
         seed: Shuffle seed.

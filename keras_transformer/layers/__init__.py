@@ -4,6 +4,7 @@ from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.decoder import DecoderBlock
 from keras_transformer.layers.encoder import EncoderBlock
 from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.layers.padding_mask import PaddingMask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
@@ -11,6 +12,7 @@ __all__ = [
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",
+    "HeadProjection",
     "MultiHeadSelfAttention",
     "PaddingMask",
     "PositionalEncoding",

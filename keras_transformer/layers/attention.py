@@ -7,6 +7,7 @@ Shape notation: B batch, T queries, S keys (context length), M model width
 import keras
 from keras import ops
 
+from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
 from keras_transformer.ops.attention import scaled_dot_product_attention
@@ -102,31 +103,30 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if context_shape is not None:
             checks.check_rank("context", context_shape, 3)
         context_dim = model_dim if context_shape is None else context_shape[-1]
-        heads = (self.num_heads, self.head_dim)
+        heads = {"num_heads": self.num_heads, "head_dim": self.head_dim}
 
-        def projection(name, equation, output_shape, bias_axes):
-            return keras.layers.EinsumDense(
-                equation,
-                output_shape=output_shape,
-                bias_axes=bias_axes if self.use_bias else None,
+        def projection(name, **sizes):
+            return HeadProjection(
+                use_bias=self.use_bias,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
                 name=name,
+                **sizes,
             )
 
-        # Same weight layout as keras.layers.MultiHeadAttention; `_split_heads` then
-        # puts heads first, so a decoding cache kept as (B, 2, H, L, D) is never
-        # transposed by the attention products.
-        self.query_dense = projection("query", "btm,mhd->bthd", (None, *heads), "hd")
+        # Same weight shapes as keras.layers.MultiHeadAttention: (M, H, D) in and
+        # (H, D, M) out. `_split_heads` then puts heads first, so a decoding cache
+        # kept as (B, 2, H, L, D) is never transposed by the attention products.
+        self.query_dense = projection("query", direction="split", **heads)
         self.query_dense.build(query_shape)
         kv_input_shape = (query_shape[0], None, context_dim)
-        self.key_dense = projection("key", "bsm,mhd->bshd", (None, *heads), "hd")
+        self.key_dense = projection("key", direction="split", **heads)
         self.key_dense.build(kv_input_shape)
-        self.value_dense = projection("value", "bsm,mhd->bshd", (None, *heads), "hd")
+        self.value_dense = projection("value", direction="split", **heads)
         self.value_dense.build(kv_input_shape)
-        self.output_dense = projection("attention_output", "bhtd,hdm->btm", (None, model_dim), "m")
-        self.output_dense.build((query_shape[0], heads[0], None, heads[1]))
+        self.output_dense = projection("attention_output", direction="merge", output_dim=model_dim)
+        self.output_dense.build((query_shape[0], None, self.num_heads, self.head_dim))
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
@@ -134,6 +134,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _split_heads(projected):
         """(B, T, H, D) → (B, H, T, D)."""
         return ops.transpose(projected, (0, 2, 1, 3))
+
+    @staticmethod
+    def _merge_heads(attended):
+        """(B, H, T, D) → (B, T, H, D), the layout the output projection reads."""
+        return ops.transpose(attended, (0, 2, 1, 3))
 
     def compute_key_value(self, context):
         """Projects `context` (B, S, Mc) to a read-only cache (B, 2, H, S, D)."""
@@ -196,7 +201,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             dropout_layer=self.dropout_layer if self.dropout > 0 else None,
             training=training,
         )
-        outputs = self.output_dense(attended)
+        outputs = self.output_dense(self._merge_heads(attended))
         results = [outputs]
         if return_attention_scores:
             results.append(weights)

@@ -14,8 +14,8 @@ class EncoderBlock(TransformerBlock):
     """One encoder layer of "Attention Is All You Need" (section 3.1).
 
     Takes the arguments of `TransformerBlock` (num_heads, inner_dim, dropout,
-    attention_dropout, activation, norm_first, layer_norm_epsilon, window,
-    normalize, kernel_initializer).
+    attention_dropout, activation_dropout, activation, norm_first,
+    layer_norm_epsilon, window, normalize, kernel_initializer).
 
     Call arguments:
         inputs: (B, S, M).

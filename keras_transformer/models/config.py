@@ -22,6 +22,7 @@ class TransformerConfig:
         d_ff: feed-forward width.
         dropout: residual and embedding dropout.
         attention_dropout: dropout on attention weights.
+        activation_dropout: dropout on the feed-forward hidden layer (not in the paper).
         activation: feed-forward activation.
         norm_first: pre-LN (True) or the paper's post-LN (False).
         layer_norm_epsilon: LayerNormalization epsilon.
@@ -45,6 +46,7 @@ class TransformerConfig:
     d_ff: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     activation: str = "relu"
     norm_first: bool = False
     layer_norm_epsilon: float = 1e-6
@@ -70,6 +72,7 @@ class TransformerConfig:
         checks.check_divisible("d_model", self.d_model, "num_heads", self.num_heads)
         checks.check_rate("dropout", self.dropout)
         checks.check_rate("attention_dropout", self.attention_dropout)
+        checks.check_rate("activation_dropout", self.activation_dropout)
         checks.check_choice("positional_encoding", self.positional_encoding, POSITIONAL_KINDS)
         checks.check_choice("normalize", self.normalize, NORMALIZATIONS)
         if self.share_vocabulary and self.source_vocab_size != self.target_vocab_size:

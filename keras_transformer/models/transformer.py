@@ -71,6 +71,7 @@ def _make_layers(config):
             inner_dim=config.d_ff,
             dropout=config.dropout,
             attention_dropout=config.attention_dropout,
+            activation_dropout=config.activation_dropout,
             activation=config.activation,
             norm_first=config.norm_first,
             layer_norm_epsilon=config.layer_norm_epsilon,

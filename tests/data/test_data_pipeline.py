@@ -78,7 +78,25 @@ def test_no_batch_exceeds_token_budget(tokenizers, small_corpus):
         examples += batch
     assert examples == len(sources)
     assert len(sizes) > 2  # short sentences do share bigger batches
-    assert max(sizes) == budget // 8  # first bucket: lengths up to 8
+
+
+def test_batches_group_examples_of_nearly_equal_length(tokenizers, small_corpus):
+    # Little compute goes to padding: every batch holds one bucket's examples,
+    # whose lengths max(S, T) differ by less than the bucket width.
+    sources, targets = small_corpus
+    step = 2
+    dataset = make_training_dataset(
+        sources, targets, *tokenizers, token_budget=300,
+        max_source_length=40, max_target_length=30, seed=1,
+        bucket_boundaries=bucket_boundaries_for(40, step=step),
+    )
+    batches = 0
+    for batch in dataset:
+        lengths = [max(len(encoder), len(decoder)) for encoder, decoder, _ in _rows(batch)]
+        bucket = (max(lengths) - 1) // step
+        assert all((length - 1) // step == bucket for length in lengths), lengths
+        batches += 1
+    assert batches > 10
 
 
 def test_training_batches_hold_every_example_once(tokenizers, small_corpus):
@@ -117,7 +135,8 @@ def test_eval_batches_keep_corpus_order(tokenizers, small_corpus):
 
 
 def test_bucket_sizes_fit_budget():
-    boundaries = bucket_boundaries_for(64)
+    assert bucket_boundaries_for(64) == list(range(3, 64, 2))  # the default: 2 ids wide
+    boundaries = bucket_boundaries_for(64, step=8)
     assert boundaries == [9, 17, 25, 33, 41, 49, 57]
     sizes = bucket_batch_sizes(boundaries, 64, 4096)
     assert sizes == [512, 256, 170, 128, 102, 85, 73, 64]

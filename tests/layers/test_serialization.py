@@ -17,6 +17,14 @@ CASES = {
         kt_layers.MultiHeadSelfAttention(num_heads=2, causal=True, window=3, dropout=0.1),
         [np.random.default_rng(0).normal(size=(2, 5, 16)).astype("float32")],
     ),
+    "head_projection_split": lambda: (
+        kt_layers.HeadProjection("split", num_heads=2, head_dim=3, use_bias=False),
+        [np.random.default_rng(6).normal(size=(2, 5, 16)).astype("float32")],
+    ),
+    "head_projection_merge": lambda: (
+        kt_layers.HeadProjection("merge", output_dim=6),
+        [np.random.default_rng(7).normal(size=(2, 5, 2, 3)).astype("float32")],
+    ),
     "positional_learned": lambda: (
         kt_layers.PositionalEncoding(max_length=12, kind="learned"),
         [np.random.default_rng(1).normal(size=(2, 5, 16)).astype("float32")],
@@ -30,7 +38,7 @@ CASES = {
         [np.random.default_rng(3).normal(size=(2, 5, 16)).astype("float32")],
     ),
     "decoder_block": lambda: (
-        kt_layers.DecoderBlock(num_heads=2, inner_dim=32, window=2),
+        kt_layers.DecoderBlock(num_heads=2, inner_dim=32, window=2, activation_dropout=0.2),
         [
             np.random.default_rng(4).normal(size=(2, 5, 16)).astype("float32"),
             np.random.default_rng(5).normal(size=(2, 7, 16)).astype("float32"),

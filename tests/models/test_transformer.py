@@ -115,6 +115,16 @@ def test_presets_match_the_paper():
     )
 
 
+def test_feed_forward_hidden_dropout_follows_activation_dropout_not_dropout():
+    # The paper drops out sub-layer outputs only; the hidden layer's rate is its own.
+    for activation_dropout in (0.0, 0.2):
+        config = preset("tiny", dropout=0.3, activation_dropout=activation_dropout)
+        model = build_transformer(config)
+        blocks = [layer for layer in model.layers if hasattr(layer, "feed_forward")]
+        assert blocks and all(b.dropout == 0.3 for b in blocks)
+        assert all(b.feed_forward.dropout == activation_dropout for b in blocks)
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -122,6 +132,7 @@ def test_presets_match_the_paper():
         (dict(d_model=0), r"d_model.*positive.*d_model=0"),
         (dict(num_heads=-1), r"num_heads.*positive"),
         (dict(dropout=-0.1), r"dropout"),
+        (dict(activation_dropout=1.0), r"activation_dropout"),
         (dict(window=[1, 2]), r"window"),
         (dict(share_vocabulary=True, source_vocab_size=10, target_vocab_size=12), "share_vocabulary"),
     ],

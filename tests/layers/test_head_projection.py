@@ -1,0 +1,77 @@
+"""HeadProjection: EinsumDense's math and weights, computed as plain matmuls."""
+
+import numpy as np
+import keras
+import pytest
+import tensorflow as tf
+
+from keras_transformer.layers import HeadProjection
+
+CASES = {
+    # direction: (HeadProjection kwargs, EinsumDense equation, output shape, bias axes, input)
+    "split": (dict(num_heads=3, head_dim=4), "btm,mhd->bthd", (None, 3, 4), "hd", (2, 5, 8)),
+    "merge": (dict(output_dim=8), "bthd,hdm->btm", (None, 8), "m", (2, 5, 3, 4)),
+}
+
+
+def _pair(direction):
+    kwargs, equation, output_shape, bias_axes, input_shape = CASES[direction]
+    ours = HeadProjection(direction, **kwargs)
+    ours.build(input_shape)
+    reference = keras.layers.EinsumDense(equation, output_shape=output_shape, bias_axes=bias_axes)
+    reference.build(input_shape)
+    rng = np.random.default_rng(0)
+    for variable in ours.weights:
+        variable.assign(rng.normal(size=variable.shape).astype("float32"))
+    reference.set_weights(ours.get_weights())
+    inputs = rng.normal(size=input_shape).astype("float32")
+    return ours, reference, tf.constant(inputs)
+
+
+@pytest.mark.parametrize("direction", sorted(CASES))
+def test_outputs_and_gradients_equal_einsum_dense_with_the_same_weights(direction):
+    ours, reference, inputs = _pair(direction)
+    results = []
+    for layer in (ours, reference):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs = layer(inputs)
+            loss = tf.reduce_sum(outputs**2)
+        results.append((outputs, *tape.gradient(loss, [inputs, *layer.trainable_weights])))
+    for got, expected in zip(*results):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("direction", sorted(CASES))
+def test_kernel_gradient_is_one_matmul_not_a_batched_product_summed(direction):
+    ours, _, inputs = _pair(direction)
+
+    @tf.function
+    def kernel_gradient(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(ours(x))
+        return tape.gradient(loss, ours.kernel)
+
+    graph = kernel_gradient.get_concrete_function(inputs).graph
+    op_types = {op.type for op in graph.get_operations()}
+    assert "MatMul" in op_types
+    assert not op_types & {"BatchMatMulV2", "BatchMatMulV3", "Einsum"}, op_types
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        (("sideways",), dict(num_heads=2, head_dim=4), "direction"),
+        (("split",), dict(num_heads=0, head_dim=4), "num_heads"),
+        (("split",), dict(num_heads=2), "head_dim"),
+        (("merge",), dict(), "output_dim"),
+    ],
+)
+def test_bad_arguments_name_the_argument(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        HeadProjection(*args, **kwargs)
+
+
+def test_wrong_input_rank_is_rejected():
+    with pytest.raises(ValueError, match="inputs"):
+        HeadProjection("merge", output_dim=8).build((2, 5, 12))
