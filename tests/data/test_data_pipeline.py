@@ -135,8 +135,8 @@ def test_eval_batches_keep_corpus_order(tokenizers, small_corpus):
 
 
 def test_bucket_sizes_fit_budget():
-    assert bucket_boundaries_for(64) == list(range(3, 64, 2))  # the default: 2 ids wide
-    boundaries = bucket_boundaries_for(64, step=8)
+    assert bucket_boundaries_for(64, step=2) == list(range(3, 64, 2))
+    boundaries = bucket_boundaries_for(64)  # the default: 8 ids wide
     assert boundaries == [9, 17, 25, 33, 41, 49, 57]
     sizes = bucket_batch_sizes(boundaries, 64, 4096)
     assert sizes == [512, 256, 170, 128, 102, 85, 73, 64]

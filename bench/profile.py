@@ -1,0 +1,101 @@
+"""Where a training step's time goes: ours and the tutorial's model on the same batches.
+
+Not part of the default run (`python -m bench profile` asks for it). Both models
+(the preset's sizes, float32, no XLA) train on the same first `steps` batches of
+our pipeline, so the batch shapes and token counts are identical and only the
+models, losses and metrics differ:
+
+- step time: every batch of both models in turn, 3 rounds, each batch at its
+  fastest round; ratio = the tutorial model's time / ours.
+- op time: one step of each, on the first batch, traced by `tf.profiler`; the
+  kernels' times summed per op type (on 2 cores two kernels run at once, so the
+  sum exceeds the step time). The rows name the op types that take the most.
+
+This is how the costs of `keras.layers.EinsumDense`'s projection gradients
+(`BatchMatMulV2` + `Sum`), of a gather-based label-smoothed loss
+(`UnsortedSegmentSum`) and of dropout masks (`StatelessRandomUniformV2`) were found.
+"""
+
+import collections
+import glob
+import os
+import re
+import tempfile
+import time
+
+from bench import training
+
+ROUNDS = 3
+TOP_OPS = 8
+# Kernel events are named "<op name>:<op type>"; executor and eager wrappers are not.
+_KERNEL_EVENT = re.compile(r"^[\w./-]+:(\w+)$")
+
+
+def op_times(model, batch, steps=2):
+    """Milliseconds of kernel time per op type in one `train_on_batch` step."""
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as folder:
+        tf.profiler.experimental.start(folder)
+        try:
+            for _ in range(steps):
+                model.train_on_batch(*batch)
+        finally:
+            tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        for path in glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True):
+            with open(path, "rb") as file:
+                space.MergeFromString(file.read())
+    totals = collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                match = _KERNEL_EVENT.match(plane.event_metadata[event.metadata_id].name)
+                if match:
+                    totals[match.group(1)] += event.duration_ps / 1e9 / steps
+    return totals
+
+
+def run(results, quick=False):
+    import keras
+    from keras_transformer.models import preset as make_preset
+
+    options = results.options
+    preset = options.get("preset", "small")
+    steps = options.get("steps") or (2 if quick else 8)
+    data = training.corpus_and_tokenizers()
+    _, _, source, target = data
+    config = make_preset(preset, source_vocab_size=source.vocab_size,
+                         target_vocab_size=target.vocab_size,
+                         max_length=max(training.MAX_LENGTH, make_preset(preset).max_length))
+    token_budget = options.get("token_budget", 4096)
+    models = {}
+    for design in ("ours", "tutorial"):
+        keras.utils.set_random_seed(0)
+        model, batches = training._model_and_batches(
+            design, config, False, "none", token_budget, 64, steps, data)
+        models[design] = model
+        if design == "ours":
+            shared = batches  # the tutorial's model trains on these same batches
+    for model in models.values():
+        for batch in shared:  # tracing, once per shape
+            model.train_on_batch(*batch)
+    times = {design: [float("inf")] * len(shared) for design in models}
+    for _ in range(ROUNDS):
+        for index, batch in enumerate(shared):
+            for design, model in models.items():
+                begin = time.perf_counter()
+                model.train_on_batch(*batch)
+                times[design][index] = min(times[design][index], time.perf_counter() - begin)
+    step = {design: sum(values) / len(values) for design, values in times.items()}
+    tokens = sum(int((labels != 0).sum()) for _, labels in shared) / len(shared)
+    case = f"{preset}, same {len(shared)} batches (ours), {tokens:.0f} real target tok/step"
+    results.add("profile", f"{case}, tutorial model", "step time", step["tutorial"] * 1e3, "ms")
+    results.add("profile", f"{case}, ours", "step time", step["ours"] * 1e3, "ms",
+                ratio=step["tutorial"] / step["ours"], baseline="tutorial model, same batches")
+    for design, model in models.items():
+        totals = op_times(model, shared[0])
+        for op_type, milliseconds in totals.most_common(TOP_OPS):
+            results.add("profile", f"{preset}, {design}, first batch",
+                        f"op time: {op_type}", milliseconds, "ms per step (kernel time)")
