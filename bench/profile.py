@@ -6,7 +6,7 @@ our pipeline, so the batch shapes and token counts are identical and only the
 models, losses and metrics differ:
 
 - step time: every batch of both models in turn, 3 rounds, each batch at its
-  fastest round; ratio = the tutorial model's time / ours.
+  fastest round (`bench.training.Design`); ratio = the tutorial model's time / ours.
 - op time: one step of each, on the first batch, traced by `tf.profiler`; the
   kernels' times summed per op type (on 2 cores two kernels run at once, so the
   sum exceeds the step time). The rows name the op types that take the most.
@@ -21,7 +21,6 @@ import glob
 import os
 import re
 import tempfile
-import time
 
 from bench import training
 
@@ -58,44 +57,32 @@ def op_times(model, batch, steps=2):
 
 
 def run(results, quick=False):
-    import keras
     from keras_transformer.models import preset as make_preset
 
     options = results.options
     preset = options.get("preset", "small")
     steps = options.get("steps") or (2 if quick else 8)
-    data = training.corpus_and_tokenizers()
-    _, _, source, target = data
+    _, _, source, target = training.corpus_and_tokenizers()
     config = make_preset(preset, source_vocab_size=source.vocab_size,
                          target_vocab_size=target.vocab_size,
                          max_length=max(training.MAX_LENGTH, make_preset(preset).max_length))
-    token_budget = options.get("token_budget", 4096)
-    models = {}
-    for design in ("ours", "tutorial"):
-        keras.utils.set_random_seed(0)
-        model, batches = training._model_and_batches(
-            design, config, False, "none", token_budget, 64, steps, data)
-        models[design] = model
-        if design == "ours":
-            shared = batches  # the tutorial's model trains on these same batches
-    for model in models.values():
-        for batch in shared:  # tracing, once per shape
-            model.train_on_batch(*batch)
-    times = {design: [float("inf")] * len(shared) for design in models}
+    ours = training.Design("ours", config, False, token_budget=options.get("token_budget", 4096),
+                           steps=steps)
+    # The tutorial's model on our batches: only the models, losses and metrics differ.
+    designs = {"ours": ours,
+               "tutorial": training.Design("tutorial", config, False, batches=ours.batches)}
     for _ in range(ROUNDS):
-        for index, batch in enumerate(shared):
-            for design, model in models.items():
-                begin = time.perf_counter()
-                model.train_on_batch(*batch)
-                times[design][index] = min(times[design][index], time.perf_counter() - begin)
-    step = {design: sum(values) / len(values) for design, values in times.items()}
-    tokens = sum(int((labels != 0).sum()) for _, labels in shared) / len(shared)
-    case = f"{preset}, same {len(shared)} batches (ours), {tokens:.0f} real target tok/step"
+        for index in range(len(ours.batches)):
+            for design in designs.values():
+                design.step(index)
+    totals = {name: design.summary() for name, design in designs.items()}
+    step = {name: total["seconds"] / total["steps"] for name, total in totals.items()}
+    tokens = totals["ours"]["tokens"] / totals["ours"]["steps"]
+    case = f"{preset}, same {len(ours.batches)} batches (ours), {tokens:.0f} real target tok/step"
     results.add("profile", f"{case}, tutorial model", "step time", step["tutorial"] * 1e3, "ms")
     results.add("profile", f"{case}, ours", "step time", step["ours"] * 1e3, "ms",
                 ratio=step["tutorial"] / step["ours"], baseline="tutorial model, same batches")
-    for design, model in models.items():
-        totals = op_times(model, shared[0])
-        for op_type, milliseconds in totals.most_common(TOP_OPS):
-            results.add("profile", f"{preset}, {design}, first batch",
+    for name, design in designs.items():
+        for op_type, milliseconds in op_times(design.model, ours.batches[0]).most_common(TOP_OPS):
+            results.add("profile", f"{preset}, {name}, first batch",
                         f"op time: {op_type}", milliseconds, "ms per step (kernel time)")

@@ -112,8 +112,11 @@ def batch_flops(config, features, labels):
 
 
 def _model_and_batches(design, config, jit, precision, token_budget, baseline_batch, steps,
-                       data):
-    """A compiled model and `steps` batches (numpy) of the design's pipeline."""
+                       data, batches=None):
+    """A compiled model and `steps` batches (numpy) of the design's pipeline.
+
+    Given `batches`, the model trains on those instead (its pipeline is not read).
+    """
     import keras
 
     from keras_transformer.data.pipeline import make_training_dataset
@@ -144,10 +147,11 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
         model.compile(
             optimizer=make_optimizer(config.d_model, 1000, 0.5, mixed_precision=precision),
             loss=baselines.masked_loss, metrics=[baselines.masked_accuracy], jit_compile=jit)
-    batches = [
-        (keras.tree.map_structure(np.asarray, features), np.asarray(labels))
-        for features, labels in dataset.take(steps)
-    ]
+    if batches is None:
+        batches = [
+            (keras.tree.map_structure(np.asarray, features), np.asarray(labels))
+            for features, labels in dataset.take(steps)
+        ]
     return model, batches
 
 
@@ -160,7 +164,7 @@ class Design:
     """One design, compiled, with its batches drawn and every batch shape warmed up."""
 
     def __init__(self, design, config, jit, precision="none", token_budget=4096,
-                 baseline_batch=64, steps=20):
+                 baseline_batch=64, steps=20, batches=None):
         import keras
         import tensorflow as tf
 
@@ -171,7 +175,7 @@ class Design:
             keras.utils.set_random_seed(0)
             self.model, self.batches = _model_and_batches(
                 design, config, jit, precision, token_budget, baseline_batch, steps,
-                corpus_and_tokenizers())
+                corpus_and_tokenizers(), batches)
             started = time.perf_counter()
             seen = set()
             # Every distinct shape once: XLA compiles per shape, and tf.function's

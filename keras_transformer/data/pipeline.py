@@ -35,12 +35,15 @@ from keras_transformer.data.tokenizer import SubwordTokenizer
 DEFAULT_MAX_SOURCE_LENGTH = 64
 DEFAULT_MAX_TARGET_LENGTH = 64
 DEFAULT_TOKEN_BUDGET = 4096
-# Buckets 8 ids wide. Narrower ones pad less (on cmn.txt, budget 4096, 95% of the
-# target positions are real tokens with width 2, 73% with width 8) but learn worse:
-# each bucket ends its epoch with a partial batch, and the many small batches of
-# narrow buckets (14 of 78 under half full at width 2, 4 of 87 at width 8) cost more
-# than the padding saves (validation loss 4.96 against 4.12 after ~250 steps; with
-# width 2 and partial batches dropped, 4.15 after 177: the small batches are the harm).
+# Buckets 8 ids wide. Narrower ones pad less (cmn.txt, budget 4096, `python -m bench
+# training`: 94% of the target positions are real tokens at width 2, 73% at width 8)
+# but learn worse: each bucket ends its epoch with a partial batch, and the many
+# small batches of narrow buckets (one epoch: 14 of 78 under half full at width 2,
+# 4 of 87 at width 8) cost more than the padding saves. Validation loss after ~250
+# steps: 4.96 at width 2, 4.12 at width 8; at width 2 with partial batches dropped,
+# 4.15 after only 177, so the small batches are the harm. (Each run:
+# `keras_transformer.training.train(preset="small", epochs=4)` on cmn.txt with this
+# width, the last with `drop_remainder=True`; val_loss from its history.json.)
 DEFAULT_BUCKET_STEP = 8
 # Tokenize this many sentences per op call: per-sentence calls are slow.
 _TOKENIZE_BATCH = 1024

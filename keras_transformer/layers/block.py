@@ -23,8 +23,8 @@ class TransformerBlock(keras.layers.Layer):
             paper's only dropout inside a block).
         attention_dropout: dropout on the attention weights.
         activation_dropout: dropout on the feed-forward hidden layer (B, T, d_ff);
-            off by default, as in the paper: drawing that mask cost 7% of a small
-            model's CPU training step (bench/README.md).
+            off by default, as in the paper, which also spares a training step
+            drawing a random mask that size.
         activation: feed-forward activation.
         norm_first: pre-LN when True, the paper's post-LN when False.
         layer_norm_epsilon: epsilon of every LayerNormalization.
