@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.head_projection import HeadProjection
+from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
 from keras_transformer.ops.attention import scaled_dot_product_attention
@@ -35,7 +36,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attention). Meant for self-attention.
         normalize: "softmax" (the paper) or "relu" (ReLU(scores) divided by the
             number of keys the query may see).
-        kernel_initializer: initializer of the projection kernels.
+        kernel_initializer: initializer of the projection kernels; each
+            projection gets its own copy (`clone_initializer`), so they start apart.
         bias_initializer: initializer of the projection biases.
         **kwargs: `keras.layers.Layer` arguments (name, dtype, ...).
 
@@ -106,10 +108,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         heads = {"num_heads": self.num_heads, "head_dim": self.head_dim}
 
         def projection(name, **sizes):
+            # Each projection gets its own initializer: one shared object would give
+            # the query, key and value kernels equal starting values.
             return HeadProjection(
                 use_bias=self.use_bias,
-                kernel_initializer=self.kernel_initializer,
-                bias_initializer=self.bias_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer, name),
+                bias_initializer=clone_initializer(self.bias_initializer, name),
                 dtype=self.dtype_policy,
                 name=name,
                 **sizes,

@@ -9,6 +9,7 @@ import keras
 
 from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
 
@@ -30,7 +31,8 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon: epsilon of every LayerNormalization.
         window: optional local-attention window for self-attention.
         normalize: "softmax" or "relu" normalisation of the attention scores.
-        kernel_initializer: initializer of every kernel.
+        kernel_initializer: initializer of every kernel; each sub-layer gets its
+            own copy (`clone_initializer`).
         **kwargs: `keras.layers.Layer` arguments.
     """
 
@@ -78,7 +80,7 @@ class TransformerBlock(keras.layers.Layer):
             causal=causal,
             window=self.window if context_shape is None else None,
             normalize=self.normalize,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, name),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -90,7 +92,7 @@ class TransformerBlock(keras.layers.Layer):
             self.inner_dim,
             activation=self.activation,
             dropout=self.activation_dropout,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "feed_forward"),
             dtype=self.dtype_policy,
             name="feed_forward",
         )

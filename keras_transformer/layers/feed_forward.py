@@ -5,6 +5,7 @@ Shape notation: B batch, T length, M model width, F inner width (d_ff).
 
 import keras
 
+from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
 
 
@@ -16,7 +17,9 @@ class FeedForward(keras.layers.Layer):
         inner_dim: F, width of the hidden layer (d_ff).
         activation: activation of the hidden layer ("relu" in the paper).
         dropout: dropout rate after the activation.
-        kernel_initializer: initializer of both kernels.
+        kernel_initializer: initializer of both kernels (each gets its own copy:
+            the two have the same size, and one object would give them the same
+            numbers).
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -43,14 +46,14 @@ class FeedForward(keras.layers.Layer):
         self.inner_dense = keras.layers.Dense(
             self.inner_dim,
             activation=self.activation,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "inner_dense"),
             dtype=self.dtype_policy,
             name="inner_dense",
         )
         self.inner_dense.build(inputs_shape)
         self.output_dense = keras.layers.Dense(
             model_dim,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "output_dense"),
             dtype=self.dtype_policy,
             name="output_dense",
         )
