@@ -5,14 +5,38 @@ integer (`export/zh_en/3/saved_model.pb`). Any other child is ignored, which is
 what makes "write under a temporary name, then rename" safe: TF Serving polls
 the base path and would otherwise load a half-written version.
 
+The model-name rule lives here too: a model's name is both a folder under the
+export base and a URL segment (`/v1/models/<name>`), so the exporter and the
+server must agree on it.
+
 This module imports only the standard library so the exporter and tools can
 use it without TensorFlow.
 """
 
 import os
+import re
 
 # TF Serving parses version names as int64; larger numbers are not versions.
 _MAX_VERSION = 2**63 - 1
+
+# Letters, digits, "_", "." and "-", not starting with "." or "-": safe as a
+# folder name (never "." or "..", never a hidden file or a flag) and as a URL
+# path segment.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+MODEL_NAME_RULE = "letters, digits, '_', '.' or '-', not starting with '.' or '-'"
+
+
+def is_model_name(name):
+    """Whether `name` follows the model-name rule (`MODEL_NAME_RULE`).
+
+    Args:
+        name: a candidate model name (or version label).
+
+    Returns:
+        True for names such as "zh_en" or "zh-en.v2"; False for "", ".", "..",
+        "-x", "a/b", "a b", non-ASCII letters and anything that is not a str.
+    """
+    return isinstance(name, str) and _MODEL_NAME.fullmatch(name) is not None
 
 
 def parse_version(name):

@@ -14,12 +14,13 @@ killed) export is never loaded.
 
 import json
 import os
-import re
 import shutil
 import uuid
 
 import tensorflow as tf
 
+from keras_transformer.versions import MODEL_NAME_RULE
+from keras_transformer.versions import is_model_name
 from keras_transformer.versions import is_version_dir
 from keras_transformer.versions import next_version
 
@@ -27,15 +28,13 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 MANIFEST_FILE = "manifest.json"
 KERAS_FILE = "model.keras"
 _TEMP_PREFIX = ".tmp-export-"
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 def check_model_name(name):
     """Raises `ValueError` unless `name` is a plain identifier usable in URLs and paths."""
-    if not isinstance(name, str) or not _MODEL_NAME.match(name) or name in (".", ".."):
+    if not is_model_name(name):
         raise ValueError(
-            f"Model name {name!r} is not accepted: use letters, digits, '_', '.' or '-', "
-            "not starting with '.' or '-' (for example zh_en)."
+            f"Model name {name!r} is not accepted: use {MODEL_NAME_RULE} (for example zh_en)."
         )
     return name
 

@@ -12,10 +12,14 @@ Modules (one idea each):
     rest          REST API (aiohttp)
     grpc_service  PredictionService and ModelService (grpc.aio)
     metrics       Prometheus metrics under TF Serving's names
-    server        ModelServer, ServerThread, serve(), add_arguments(), main()
+    server        ModelServer, ServerThread, serve_until_signal() (no flags here)
+    command       the flags (tensorflow_model_server's names), serve(), main()
+    __main__      `python -m keras_transformer.serving`
     client        ServingClient / TranslationClient (REST or gRPC)
     static/       the translation web page served at / (index.html, app.js, style.css)
-    screenshot    drives that page in headless Chromium (tests, README picture)
+
+The page's headless-Chromium driver (screenshots, page tests) is
+tests/web/screenshot.py; the runtime package does not need it.
 
 The version-folder convention lives in `keras_transformer.versions` (shared with
 the exporter). The package imports nothing heavy at import time and never imports

@@ -23,13 +23,14 @@ _log = logging.getLogger(__name__)
 
 
 class _Task:
-    __slots__ = ("inputs", "size", "future", "enqueued_at")
+    __slots__ = ("inputs", "size", "future", "enqueued_at", "deadline")
 
-    def __init__(self, inputs, size):
+    def __init__(self, inputs, size, deadline):
         self.inputs = inputs
         self.size = size
         self.future = concurrent.futures.Future()
         self.enqueued_at = time.monotonic()
+        self.deadline = deadline
 
 
 def _task_size(inputs):
@@ -71,11 +72,13 @@ class BatchScheduler:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, inputs):
+    def submit(self, inputs, deadline=None):
         """Enqueues one request.
 
         Args:
             inputs: checked inputs, every array (B, ...) with the same B.
+            deadline: monotonic time after which the request is dropped from
+                the queue (DEADLINE_EXCEEDED) instead of run; None: never.
 
         Returns:
             A `concurrent.futures.Future` resolving to this request's outputs.
@@ -90,7 +93,7 @@ class BatchScheduler:
             raise errors.invalid_argument(
                 f"Task size {size} is larger than maximum input batch size "
                 f"{self._options.max_batch_size}")
-        task = _Task(inputs, size)
+        task = _Task(inputs, size, float("inf") if deadline is None else deadline)
         with self._condition:
             if self._stopping:
                 raise errors.ServingError("UNAVAILABLE", "Batch scheduler is shutting down")
@@ -153,8 +156,15 @@ class BatchScheduler:
             batch = self._next_batch()
             if batch is None:
                 return
-            # Requests whose client gave up before the batch ran are dropped.
+            # Requests whose client gave up, or whose deadline passed, before the
+            # batch ran are dropped: they never reach the model.
+            now = time.monotonic()
             batch = [task for task in batch if task.future.set_running_or_notify_cancel()]
+            for task in batch:
+                if task.deadline <= now:
+                    task.future.set_exception(errors.ServingError(
+                        "DEADLINE_EXCEEDED", "Deadline Exceeded before the batch started"))
+            batch = [task for task in batch if not task.future.done()]
             if batch:
                 self._process(batch)
 

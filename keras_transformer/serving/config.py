@@ -16,7 +16,6 @@ build its parser cheaply.
 
 import dataclasses
 import os
-import re
 
 from google.protobuf import descriptor_pb2
 from google.protobuf import descriptor_pool
@@ -25,7 +24,8 @@ from google.protobuf import text_format
 from google.protobuf import wrappers_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
-MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+from keras_transformer import versions as versions_lib
+
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
 # The translation page shipped with the package (index.html, app.js, style.css).
 WEB_PAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -36,9 +36,10 @@ class ConfigError(ValueError):
 
 
 def check_model_name(name):
-    """Raises ConfigError unless `name` is a plain identifier ([A-Za-z0-9_.-]+)."""
-    if not isinstance(name, str) or not MODEL_NAME_PATTERN.match(name) or name in (".", ".."):
-        raise ConfigError(f"Model name {name!r} is not a plain identifier ([A-Za-z0-9_.-]+)")
+    """Raises ConfigError unless `name` follows `versions.MODEL_NAME_RULE`."""
+    if not versions_lib.is_model_name(name):
+        raise ConfigError(f"Model name {name!r} is not a plain identifier "
+                          f"({versions_lib.MODEL_NAME_RULE})")
     return name
 
 
@@ -116,7 +117,7 @@ def validate_model_config(config):
                 f"Model {model.name}: platform {model.model_platform!r} is not supported; "
                 "only 'tensorflow'")
         for label in model.version_labels:
-            if not MODEL_NAME_PATTERN.match(label):
+            if not versions_lib.is_model_name(label):
                 raise ConfigError(f"Model {model.name}: bad version label {label!r}")
     return config
 
@@ -299,13 +300,17 @@ class ServingLimits:
     Attributes:
         max_body_bytes: largest REST body / gRPC message accepted.
         max_instances: most rows (size of axis 0) of any input in one request.
-        request_timeout_s: a model call still running after this long answers
-            DEADLINE_EXCEEDED (HTTP 504).
+        max_elements: most values in any one input tensor of a request.
+        request_timeout_s: a request's deadline, counted from its arrival: a
+            model call not started by then never starts, and a client still
+            waiting then gets DEADLINE_EXCEEDED (HTTP 504).
     """
 
     max_body_bytes: int = 4 * 1024 * 1024
     max_instances: int = 1000
+    max_elements: int = 1 << 24
     request_timeout_s: float = 30.0
+    idle_timeout_s: float = 60.0
 
 
 @dataclasses.dataclass
@@ -328,7 +333,18 @@ class ServerOptions:
         web_page: serve the translation page at "/" (False: "/" answers 404).
         static_dir: folder whose index.html (and other top-level files) are served
             at "/" instead of the packaged page, `WEB_PAGE_DIR`.
-        shutdown_grace_s: how long in-flight requests may run at shutdown.
+        shutdown_grace_s: how long in-flight requests may run at shutdown
+            before the process exits anyway.
+        max_num_load_retries: times a failed load is tried again.
+        load_retry_interval_s: seconds between those tries.
+        num_load_threads: models loaded in parallel (0: one at a time).
+        num_request_threads: threads that parse and encode requests (None:
+            four per CPU, at most 16).
+        intra_op_threads: TensorFlow's intra-op threads (0: TensorFlow's choice).
+        inter_op_threads: TensorFlow's inter-op threads (0: TensorFlow's choice).
+        model_config_file: the file `model_config` was read from, re-read every
+            `model_config_poll_seconds` when that is positive.
+        model_config_poll_seconds: see `model_config_file`.
     """
 
     model_config: object
@@ -346,6 +362,14 @@ class ServerOptions:
     web_page: bool = True
     static_dir: str | None = None
     shutdown_grace_s: float = 5.0
+    max_num_load_retries: int = 5
+    load_retry_interval_s: float = 60.0
+    num_load_threads: int = 0
+    num_request_threads: int | None = None
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    model_config_file: str | None = None
+    model_config_poll_seconds: float = 0.0
 
     @property
     def page_dir(self):

@@ -10,11 +10,17 @@ import asyncio
 import logging
 import time
 
+import grpc
+from google.protobuf import message as protobuf_message
+from tensorflow_serving.apis import classification_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import inference_pb2
 from tensorflow_serving.apis import model_management_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
+from tensorflow_serving.apis import regression_pb2
 
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import errors
@@ -68,21 +74,32 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
 
     async def Predict(self, request, context):
         spec = request.model_spec
+        core = self._core
+        deadline = core.deadline(context.time_remaining())
 
-        async def compute():
+        def decode():  # On a decode thread: converting large tensors takes a while.
             version, label = _version_choice(spec)
-            resolved, signature, outputs = await self._core.predict(
-                spec.name, version, label, spec.signature_name,
-                lambda _: {name: tensors.tensor_from_proto(proto)
-                           for name, proto in request.inputs.items()},
-                request.output_filter)
+            target = core.resolve(spec.name, version, label, spec.signature_name,
+                                  request.output_filter)
+            with target.release_on_error():
+                inputs = {name: tensors.tensor_from_proto(proto, core.limits.max_elements)
+                          for name, proto in request.inputs.items()}
+                inputs = target.signature.check_inputs(inputs)
+            return target, inputs
+
+        def encode(target, outputs):
             response = predict_pb2.PredictResponse()
             response.model_spec.name = spec.name
-            response.model_spec.version.value = resolved
-            response.model_spec.signature_name = signature.name
+            response.model_spec.version.value = target.version
+            response.model_spec.signature_name = target.signature.name
             for name, value in outputs.items():
                 response.outputs[name].CopyFrom(tensors.tensor_to_proto(value))
             return response
+
+        async def compute():
+            target, inputs = await core.decode(decode)
+            outputs = await core.infer(target, inputs, deadline)
+            return await core.decode(encode, target, outputs)
 
         return await self._answer("predict", spec.name, context, compute)
 
@@ -172,17 +189,73 @@ class ModelService(_Servicer, model_service_pb2_grpc.ModelServiceServicer):
         return await self._answer("HandleReloadConfigRequest", "", context, compute)
 
 
+class _Malformed:
+    """What the deserializer hands over for bytes that are not the request message."""
+
+    def __init__(self, message_name, error):
+        self.message = f"Could not parse the request as {message_name}: {error}"
+
+
+def _method_handler(method, request_class, response_class):
+    """A unary handler whose undecodable requests answer INVALID_ARGUMENT.
+
+    grpc answers UNKNOWN when a request deserializer raises; this one never
+    raises, and the handler turns a `_Malformed` request into the right status.
+    """
+    def deserialize(data):
+        try:
+            return request_class.FromString(data)
+        except protobuf_message.DecodeError as error:
+            return _Malformed(request_class.DESCRIPTOR.full_name, error)
+
+    async def handle(request, context):
+        if isinstance(request, _Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        return await method(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=deserialize,
+        response_serializer=response_class.SerializeToString)
+
+
 def add_services(server, core, allow_config_reload=False):
-    """Registers both services on a grpc(.aio) server."""
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(core), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(
-        ModelService(core, allow_config_reload), server)
+    """Registers PredictionService and ModelService on a grpc.aio server."""
+    prediction = PredictionService(core)
+    model = ModelService(core, allow_config_reload)
+    services = {
+        "tensorflow.serving.PredictionService": {
+            "Predict": (prediction.Predict, predict_pb2.PredictRequest,
+                        predict_pb2.PredictResponse),
+            "GetModelMetadata": (prediction.GetModelMetadata,
+                                 get_model_metadata_pb2.GetModelMetadataRequest,
+                                 get_model_metadata_pb2.GetModelMetadataResponse),
+            "Classify": (prediction.Classify, classification_pb2.ClassificationRequest,
+                         classification_pb2.ClassificationResponse),
+            "Regress": (prediction.Regress, regression_pb2.RegressionRequest,
+                        regression_pb2.RegressionResponse),
+            "MultiInference": (prediction.MultiInference, inference_pb2.MultiInferenceRequest,
+                               inference_pb2.MultiInferenceResponse),
+        },
+        "tensorflow.serving.ModelService": {
+            "GetModelStatus": (model.GetModelStatus, get_model_status_pb2.GetModelStatusRequest,
+                               get_model_status_pb2.GetModelStatusResponse),
+            "HandleReloadConfigRequest": (model.HandleReloadConfigRequest,
+                                          model_management_pb2.ReloadConfigRequest,
+                                          model_management_pb2.ReloadConfigResponse),
+        },
+    }
+    server.add_generic_rpc_handlers([
+        grpc.method_handlers_generic_handler(
+            service, {name: _method_handler(*spec) for name, spec in methods.items()})
+        for service, methods in services.items()])
 
 
-def grpc_server_options(max_message_bytes):
-    """Channel options bounding message sizes both ways."""
-    return [("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max(max_message_bytes, 64 * 1024 * 1024)),
-            ("grpc.so_reuseport", 0)]
+def grpc_server_options(max_message_bytes, idle_timeout_s=None):
+    """Channel options bounding message sizes both ways, and idle connections."""
+    options = [("grpc.max_receive_message_length", max_message_bytes),
+               ("grpc.max_send_message_length", max(max_message_bytes, 64 * 1024 * 1024)),
+               ("grpc.so_reuseport", 0)]
+    if idle_timeout_s:
+        options.append(("grpc.max_connection_idle_ms", int(idle_timeout_s * 1000)))
+    return options
 

@@ -1,16 +1,28 @@
-"""The request path shared by REST and gRPC: resolve, check, run, release.
+"""The data plane shared by REST and gRPC: resolve, decode off the loop, infer.
 
-`ServingCore` turns (model, version or label, signature, inputs) into outputs:
-it takes a handle on the version, checks the inputs against the signature,
-runs the call on a worker thread (or hands it to the signature's batch
-scheduler), and releases the handle when the call has really finished, even
-if the client's deadline expired first, so a version is never unloaded under
-a running call.
+An endpoint (REST or gRPC) serves a prediction in three steps, in the manner of
+KServe's endpoints and data plane:
+
+1. `ServingCore.decode(work)` runs the endpoint's decoding on a worker thread, so
+   parsing a large body never stalls the event loop. Inside it the endpoint calls
+   `resolve` (takes a handle on the version, finds the signature) and converts the
+   request to typed tensors against that signature, checking the limits first.
+2. `ServingCore.infer(target, inputs, deadline)` runs the call on a model thread
+   (or hands it to the signature's batch scheduler). A call whose deadline passed
+   before it started never runs.
+3. The endpoint encodes the outputs.
+
+The handle on the version is released when the call has really finished, even
+if the client's deadline expired first, so a version is never unloaded under a
+running call.
 """
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
+import threading
+import time
 
 from tensorflow_serving.apis import get_model_status_pb2
 
@@ -37,6 +49,75 @@ def model_status_response(status_rows):
     return response
 
 
+def deadline_exceeded(message="Deadline Exceeded"):
+    return errors.ServingError("DEADLINE_EXCEEDED", message)
+
+
+def _run_unless_expired(run, inputs, deadline):
+    # A model call cannot be stopped once started, so the last chance to honour
+    # a deadline is here, just before it starts.
+    if time.monotonic() >= deadline:
+        raise deadline_exceeded("Deadline Exceeded before the model call started")
+    return run(inputs)
+
+
+class Target:
+    """A resolved request target: a handle on one version and one signature.
+
+    Release it exactly once: use it as a context manager (it is released on
+    exit unless `ServingCore.infer` took it over) or pass it to `infer`.
+
+    Attributes:
+        version: the integer version that answers.
+        signature: the `servable.Signature` to call.
+        output_filter: output names to return (all when empty).
+    """
+
+    def __init__(self, handle, signature, output_filter=()):
+        self._handle = handle
+        self.version = handle.version
+        self.signature = signature
+        self.output_filter = tuple(output_filter)
+        self._handed_over = False
+
+    def batcher(self):
+        return self._handle.batcher(self.signature.name)
+
+    def release_when_done(self, future):
+        """Keeps the version until `future` (the model call) has finished."""
+        self._handed_over = True
+        future.add_done_callback(lambda _: self._handle.release())
+
+    def release(self):
+        if not self._handed_over:
+            self._handle.release()
+
+    @contextlib.contextmanager
+    def release_on_error(self):
+        """Releases the target if the enclosed block raises (decoding failed)."""
+        try:
+            yield self
+        except BaseException:
+            self.release()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+
+def _release_targets(future):
+    """Releases the Targets a finished decode produced for a client that left."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    result = future.result()
+    for item in result if isinstance(result, tuple) else (result,):
+        if isinstance(item, Target):
+            item.release()
+
+
 class ServingCore:
     """Runs requests against the versions a `ModelRegistry` holds.
 
@@ -46,34 +127,63 @@ class ServingCore:
         metrics: a `metrics.ServingMetrics`.
         num_threads: worker threads for model calls not handled by a batch
             scheduler.
+        num_decode_threads: worker threads that parse and encode requests
+            (TF Serving's --rest_api_num_threads).
     """
 
-    def __init__(self, registry, limits, metrics, num_threads=None):
+    def __init__(self, registry, limits, metrics, num_threads=None, num_decode_threads=None):
         self.registry = registry
         self.limits = limits
         self.metrics = metrics
+        cpus = os.cpu_count() or 1
         self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=num_threads or min(32, (os.cpu_count() or 1) + 4),
-            thread_name_prefix="model-call")
+            max_workers=num_threads or min(32, cpus + 4), thread_name_prefix="model-call")
+        self.decoder = concurrent.futures.ThreadPoolExecutor(
+            max_workers=num_decode_threads or min(16, cpus * 4), thread_name_prefix="decode")
+        self._in_flight = set()  # Model-call futures not yet done (shutdown drains them).
+        self._in_flight_lock = threading.Lock()
 
     def metrics_model_name(self, name):
         """The model_name metrics label: unknown names collapse to ""."""
         return name if name in self.registry.model_names else ""
 
-    async def predict(self, name, version, label, signature_name, make_inputs, output_filter=()):
-        """Runs one predict request.
+    def deadline(self, client_seconds=None):
+        """The monotonic time a request arriving now must finish by.
+
+        Args:
+            client_seconds: the client's own time budget (gRPC deadline), if any.
+        """
+        seconds = self.limits.request_timeout_s
+        if client_seconds is not None:
+            seconds = min(seconds, client_seconds)
+        return time.monotonic() + seconds
+
+    async def decode(self, work, *args):
+        """Runs `work(*args)` on a decode thread and returns its result.
+
+        Parsing and converting a request costs time proportional to its size;
+        on a thread it never holds up the event loop (status requests, other
+        clients). A `Target` the work returns after its client left is released.
+        """
+        future = self.decoder.submit(work, *args)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_release_targets)
+            raise
+
+    def resolve(self, name, version, label, signature_name, output_filter=()):
+        """Takes a handle on the requested version and finds the signature.
 
         Args:
             name: model name.
             version: integer version or None.
             label: version label or None.
             signature_name: "" for serving_default.
-            make_inputs: callable(Signature) -> dict {name: numpy array}; lets
-                the REST layer convert JSON with the signature's dtypes.
             output_filter: output names to return (all when empty).
 
         Returns:
-            (version, Signature, dict {output name: numpy array}).
+            A `Target`; the caller releases it or hands it to `infer`.
 
         Raises:
             ServingError: with the code TF Serving would answer.
@@ -81,33 +191,53 @@ class ServingCore:
         handle = self.registry.acquire(name, version, label)
         try:
             signature = handle.servable.signature(signature_name)
-            wanted = list(output_filter)
-            for output in wanted:
+            for output in output_filter:
                 if output not in signature.outputs:
                     raise errors.invalid_argument(
                         f"output tensor alias not found in signature: {output} Outputs expected "
                         f"to be in the set {{{','.join(signature.outputs)}}}.")
-            inputs = signature.check_inputs(make_inputs(signature))
-            self._check_rows(inputs)
-            batcher = handle.batcher(signature.name)
-            if batcher is not None:
-                future = batcher.submit(inputs)
-            else:
-                future = self.executor.submit(signature.run, inputs)
         except BaseException:
             handle.release()
             raise
-        future.add_done_callback(lambda _: handle.release())
+        return Target(handle, signature, output_filter)
+
+    async def infer(self, target, inputs, deadline):
+        """Runs one call on typed, checked inputs; takes over `target`.
+
+        Args:
+            target: from `resolve`.
+            inputs: dict {name: numpy array}, already checked against
+                `target.signature` (`Signature.check_inputs`).
+            deadline: monotonic time (see `deadline`) after which the call
+                must not start and the client gets DEADLINE_EXCEEDED.
+
+        Returns:
+            dict {output name: numpy array}, filtered by the target's filter.
+
+        Raises:
+            ServingError: with the code TF Serving would answer.
+        """
+        with target:
+            self._check_rows(inputs)
+            batcher = target.batcher()
+            if batcher is not None:
+                future = batcher.submit(inputs, deadline)
+            else:
+                future = self.executor.submit(
+                    _run_unless_expired, target.signature.run, inputs, deadline)
+            target.release_when_done(future)
+            self._track(future)
         try:
+            # On timeout the future is cancelled: a call still queued never starts.
             outputs = await asyncio.wait_for(asyncio.wrap_future(future),
-                                             self.limits.request_timeout_s)
+                                             max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
-            raise errors.ServingError("DEADLINE_EXCEEDED", "Deadline Exceeded") from None
+            raise deadline_exceeded() from None
         except Exception as error:
             raise errors.from_exception(error) from error
-        if wanted:
-            outputs = {k: v for k, v in outputs.items() if k in wanted}
-        return handle.version, signature, outputs
+        if target.output_filter:
+            outputs = {k: v for k, v in outputs.items() if k in target.output_filter}
+        return outputs
 
     def _check_rows(self, inputs):
         for name, array in inputs.items():
@@ -141,5 +271,21 @@ class ServingCore:
         raise errors.ServingError(
             "UNIMPLEMENTED", f"{kind.capitalize()} signatures are not supported by this server")
 
+    def calls_in_flight(self):
+        """How many model calls were submitted and have not finished."""
+        with self._in_flight_lock:
+            return len(self._in_flight)
+
+    def _track(self, future):
+        with self._in_flight_lock:
+            self._in_flight.add(future)
+
+        def forget(done):
+            with self._in_flight_lock:
+                self._in_flight.discard(done)
+
+        future.add_done_callback(forget)
+
     def shutdown(self):
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.decoder.shutdown(wait=False, cancel_futures=True)

@@ -202,13 +202,33 @@ def _shape_text(shape):
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def inputs_from_request(document, signature, max_instances=None):
+def _check_size(what, shape, max_instances, max_elements):
+    """Refuses a tensor of `shape` before any value is converted."""
+    if shape and max_instances is not None and shape[0] > max_instances:
+        raise errors.invalid_argument(
+            f"{what} has {shape[0]} rows; this server accepts at most {max_instances} "
+            "per request")
+    count = 1
+    for size in shape:
+        count *= size
+    if max_elements is not None and count > max_elements:
+        raise errors.invalid_argument(
+            f"{what} has {count} values; this server accepts at most {max_elements} "
+            "per request")
+
+
+def inputs_from_request(document, signature, max_instances=None, max_elements=None):
     """Reads the predict request's tensors.
+
+    The row and value counts are read from the JSON's nesting (the first item
+    of each level) and checked before anything is converted, so an oversized
+    request costs no more than its parsing.
 
     Args:
         document: the parsed body.
         signature: the `servable.Signature` being called.
-        max_instances: refuse more rows than this before converting them.
+        max_instances: refuse more rows than this.
+        max_elements: refuse more values than this in one input.
 
     Returns:
         (inputs dict {name: numpy array}, ROW or COLUMNAR).
@@ -231,13 +251,14 @@ def inputs_from_request(document, signature, max_instances=None):
             raise errors.invalid_argument(
                 f"Too many instances: {len(instances)}; this server accepts at most "
                 f"{max_instances} per request")
-        return _rows_to_inputs(instances, input_specs), ROW
+        return _rows_to_inputs(instances, input_specs, max_elements), ROW
     if has_inputs:
-        return _columns_to_inputs(document["inputs"], input_specs), COLUMNAR
+        return _columns_to_inputs(document["inputs"], input_specs, max_instances,
+                                  max_elements), COLUMNAR
     raise errors.invalid_argument("Missing 'inputs' or 'instances' key")
 
 
-def _rows_to_inputs(instances, input_specs):
+def _rows_to_inputs(instances, input_specs, max_elements=None):
     def is_object(value):
         return isinstance(value, dict) and not _is_b64(value)
 
@@ -247,6 +268,11 @@ def _rows_to_inputs(instances, input_specs):
             "instances is a plain list, but expecting list of objects as multiple input "
             "tensors required as per tensorinfo_map")
     names = sorted(input_specs)
+    first = instances[0]
+    for name in names:
+        value = first.get(name) if objects and isinstance(first, dict) else first
+        _check_size(f"Input '{name}'", [len(instances)] + _dense_shape(value), None,
+                    max_elements)
     rows = {name: [] for name in names}
     for index, element in enumerate(instances):
         if objects:
@@ -279,20 +305,24 @@ def _rows_to_inputs(instances, input_specs):
     return {name: np.stack(arrays) for name, arrays in rows.items()}
 
 
-def _columns_to_inputs(value, input_specs):
+def _columns_to_inputs(value, input_specs, max_instances=None, max_elements=None):
     if not isinstance(value, dict) or _is_b64(value):
         if len(input_specs) > 1:
             raise errors.invalid_argument(
                 "inputs is a plain value/list, but expecting an object as multiple input "
                 "tensors required as per tensorinfo_map")
         (name, spec), = input_specs.items()
-        return {name: value_to_array(value, spec.dtype)}
-    inputs = {}
-    for name, spec in input_specs.items():
-        if name not in value:
-            raise errors.invalid_argument(f"Missing named input: {name} in 'inputs' object.")
-        inputs[name] = value_to_array(value[name], spec.dtype)
-    return inputs
+        columns = {name: value}
+    else:
+        columns = {}
+        for name in input_specs:
+            if name not in value:
+                raise errors.invalid_argument(f"Missing named input: {name} in 'inputs' object.")
+            columns[name] = value[name]
+    for name, column in columns.items():
+        _check_size(f"Input '{name}'", _dense_shape(column), max_instances, max_elements)
+    return {name: value_to_array(column, input_specs[name].dtype)
+            for name, column in columns.items()}
 
 
 # ---------------------------------------------------------------- numpy -> JSON

@@ -8,15 +8,22 @@ TF Serving's availability-preserving policy, a version is only retired once an
 aspired version is AVAILABLE, so a version that fails to load leaves the
 previous one serving; the failure shows in the model status.
 
+A failed load is retried like TF Serving's (`--max_num_load_retries` times,
+`--load_retry_interval_micros` apart), on the polls that follow, so a folder
+that was still being copied is served once complete. A failed version whose
+files change later (a new copy) is loaded afresh.
+
 Requests hold a reference-counted handle on the version they run on; a retired
 version is UNLOADING until its last handle is released, then END.
 """
 
+import concurrent.futures
 import dataclasses
 import enum
 import logging
 import os
 import threading
+import time
 
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import errors
@@ -56,17 +63,34 @@ class _VersionRecord:
         self.batchers = {}
         self.refcount = 0
         self.fingerprint = None
+        self.failed_loads = 0
+        self.retry_at = 0.0
 
 
 def _fingerprint(path):
-    """Changes when a version folder is replaced; used to retry a failed load."""
+    """Changes when a version folder is replaced or still being written."""
     stats = []
-    for name in ("", "saved_model.pb", "saved_model.pbtxt"):
+    for name in ("", "saved_model.pb", "saved_model.pbtxt", "variables",
+                 os.path.join("variables", "variables.index")):
         try:
-            stats.append(os.stat(os.path.join(path, name)).st_mtime_ns)
+            stat = os.stat(os.path.join(path, name))
+            stats.append((stat.st_mtime_ns, stat.st_size))
         except OSError:
             stats.append(None)
     return tuple(stats)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadRetryPolicy:
+    """How often a failed load is tried again (TF Serving's flags).
+
+    Attributes:
+        max_retries: --max_num_load_retries; 0 never retries.
+        interval_s: --load_retry_interval_micros, in seconds.
+    """
+
+    max_retries: int = 5
+    interval_s: float = 60.0
 
 
 class ServableHandle:
@@ -111,14 +135,16 @@ class ModelVersions:
             version; raises on failure.
         make_batchers: callable(model_name, servable) -> dict {signature name:
             BatchScheduler}, or None when batching is off.
+        retry: a `LoadRetryPolicy`.
     """
 
-    def __init__(self, model_config, load_servable, make_batchers=None):
+    def __init__(self, model_config, load_servable, make_batchers=None, retry=None):
         self.name = model_config.name
         self._lock = threading.RLock()
         self._records = {}
         self._load_servable = load_servable
         self._make_batchers = make_batchers
+        self._retry = retry or LoadRetryPolicy()
         self.update_config(model_config)
 
     def update_config(self, model_config):
@@ -235,14 +261,19 @@ class ModelVersions:
     def _maybe_load(self, version, path):
         fingerprint = _fingerprint(path)
         with self._lock:
-            record = self._records.get(version)
-            if record is not None:
-                failed_and_replaced = (record.state is State.END and record.error is not None
-                                       and record.fingerprint != fingerprint)
-                if not failed_and_replaced:
+            previous = self._records.get(version)
+            failed_loads = 0
+            if previous is not None:
+                if previous.state is not State.END or previous.error is None:
                     return
+                if previous.fingerprint == fingerprint:  # Same files: a retry, if due.
+                    if (previous.failed_loads > self._retry.max_retries
+                            or time.monotonic() < previous.retry_at):
+                        return
+                    failed_loads = previous.failed_loads
             record = _VersionRecord(version, path)
             record.fingerprint = fingerprint
+            record.failed_loads = failed_loads
             record.state = State.LOADING
             self._records[version] = record
         _log.info("Loading servable: {name: %s version: %d} from %s", self.name, version, path)
@@ -253,10 +284,15 @@ class ModelVersions:
             failure = errors.from_exception(error)
             if failure.code == "INVALID_ARGUMENT" and not isinstance(error, errors.ServingError):
                 failure = errors.ServingError("UNKNOWN", failure.message)
-            _log.error("Loading servable: {name: %s version: %d} failed: %s",
-                       self.name, version, failure.message)
             with self._lock:
                 record.state, record.error = State.END, failure
+                record.failed_loads += 1
+                record.retry_at = time.monotonic() + self._retry.interval_s
+                retries_left = self._retry.max_retries - record.failed_loads + 1
+            _log.error("Loading servable: {name: %s version: %d} failed: %s (%s)",
+                       self.name, version, failure.message,
+                       f"retrying in {self._retry.interval_s:g} s, {retries_left} retries left"
+                       if retries_left > 0 else "no retries left; a new copy is loaded afresh")
             return
         with self._lock:
             record.servable, record.batchers = servable, batchers
@@ -302,12 +338,18 @@ class ModelRegistry:
         load_servable: callable(path) -> servable (load and warm up).
         make_batchers: see `ModelVersions`.
         poll_seconds: file system poll period; <= 0 polls only at start.
+        retry: a `LoadRetryPolicy` for failed loads.
+        num_load_threads: models polled (and loaded) in parallel; 0 or 1 loads
+            one model at a time.
     """
 
-    def __init__(self, model_server_config, load_servable, make_batchers=None, poll_seconds=1.0):
+    def __init__(self, model_server_config, load_servable, make_batchers=None, poll_seconds=1.0,
+                 retry=None, num_load_threads=0):
         self._load_servable = load_servable
         self._make_batchers = make_batchers
         self._poll_seconds = poll_seconds
+        self._retry = retry or LoadRetryPolicy()
+        self._num_load_threads = max(1, num_load_threads)
         self._lock = threading.RLock()
         self._poll_lock = threading.Lock()  # One poll (and load) at a time.
         self._models = {}
@@ -362,7 +404,7 @@ class ModelRegistry:
                     self._models[name].update_config(model_config)
                 else:
                     self._models[name] = ModelVersions(
-                        model_config, self._load_servable, self._make_batchers)
+                        model_config, self._load_servable, self._make_batchers, self._retry)
         for model in removed:
             model.retire_all()
 
@@ -372,15 +414,35 @@ class ModelRegistry:
         self._apply_config(model_server_config)
         self.poll_once()
 
+    @property
+    def model_server_config(self):
+        """The model list now served, as a `ModelServerConfig`."""
+        from tensorflow_serving.config import model_server_config_pb2
+
+        config = model_server_config_pb2.ModelServerConfig()
+        with self._lock:
+            for name in sorted(self._models):
+                config.model_config_list.config.add().CopyFrom(self._models[name].config)
+        return config
+
     def poll_once(self):
         with self._poll_lock:
             with self._lock:
                 models = list(self._models.values())
-            for model in models:
-                try:
-                    model.poll()
-                except Exception:  # One bad model must not stop the others.
-                    _log.exception("Polling model %s failed", model.name)
+            if self._num_load_threads > 1 and len(models) > 1:
+                with concurrent.futures.ThreadPoolExecutor(
+                        self._num_load_threads, thread_name_prefix="load") as pool:
+                    list(pool.map(self._poll_model, models))
+            else:
+                for model in models:
+                    self._poll_model(model)
+
+    @staticmethod
+    def _poll_model(model):
+        try:
+            model.poll()
+        except Exception:  # One bad model must not stop the others.
+            _log.exception("Polling model %s failed", model.name)
 
     def start(self):
         """Loads the initial versions (blocking), then polls in the background."""

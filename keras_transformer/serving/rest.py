@@ -18,6 +18,7 @@ import os
 import re
 import time
 
+import aiohttp
 from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import model_pb2
@@ -30,7 +31,8 @@ from keras_transformer.serving import metrics as metrics_lib
 
 _log = logging.getLogger(__name__)
 
-_VERSION_OR_LABEL = r"(?:/versions/(\d+)|/labels/([^/:]+))?"
+# [0-9], not \d: TF Serving reads only ASCII digits (\d also matches "١").
+_VERSION_OR_LABEL = r"(?:/versions/([0-9]+)|/labels/([^/:]+))?"
 _PREDICTION_PATH = re.compile(
     r"/v1/models/([^/:]+)" + _VERSION_OR_LABEL + r":(classify|regress|predict)", re.IGNORECASE)
 _STATUS_PATH = re.compile(
@@ -42,10 +44,11 @@ _JSON = "application/json"
 def _parse_version(text):
     if text is None:
         return None
-    version = int(text)
-    if version > _MAX_INT64:
-        raise errors.invalid_argument(f"Failed to convert version: {text} to numeric.")
-    return version
+    # Checked by length first: int() refuses more than 4300 digits with a ValueError.
+    if len(text.lstrip("0")) > len(str(_MAX_INT64)) or int(text) > _MAX_INT64:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise errors.invalid_argument(f"Failed to convert version: {shown} to numeric.")
+    return int(text)
 
 
 def _json_response(document, status=200):
@@ -150,6 +153,7 @@ class RestApi:
 
     async def _v1(self, request):
         started = time.monotonic()
+        deadline = self.core.deadline()
         path = request.path
         # Stays CANCELLED if the client disconnects and aiohttp cancels us.
         api, model_name, status = "unknown", "", "CANCELLED"
@@ -160,10 +164,10 @@ class RestApi:
                 version, label = _parse_version(match.group(2)), match.group(3)
                 body = await self._read_body(request)
                 if api == "predict":
-                    response = await self._predict(model_name, version, label, body)
+                    response = await self._predict(model_name, version, label, body, deadline)
                 else:
-                    response = await self._classify_or_regress(
-                        model_name, version, label, body, api)
+                    response = _json_response(await self._classify_or_regress(
+                        model_name, version, label, body, api))
             else:
                 match = _STATUS_PATH.fullmatch(path) if request.method == "GET" else None
                 if not match:
@@ -174,13 +178,13 @@ class RestApi:
                 version, label = _parse_version(match.group(2)), match.group(3)
                 if match.group(4):
                     api = "GetModelMetadata"
-                    response = self._metadata(model_name, version, label)
+                    response = _json_response(self._metadata(model_name, version, label))
                 else:
                     api = "GetModelStatus"
-                    response = model_status_json(
-                        self.core.registry.status(model_name, version, label))
+                    response = _json_response(model_status_json(
+                        self.core.registry.status(model_name, version, label)))
             status = "OK"
-            return _json_response(response)
+            return response
         except errors.ServingError as error:
             status = error.code
             return _error_response(error)
@@ -204,24 +208,34 @@ class RestApi:
             raise errors.ServingError(
                 "RESOURCE_EXHAUSTED", f"Request body exceeds the limit of {limit} bytes",
                 http_status=413) from None
+        except (aiohttp.ClientError, ConnectionError) as error:
+            # The client hung up mid-body: nobody is left to answer.
+            _log.info("Client left before sending its whole request (%s %s): %s",
+                      request.method, request.path, error)
+            raise errors.ServingError("CANCELLED", "Client closed the connection") from None
 
-    async def _predict(self, model_name, version, label, body):
-        document = json_tensor.parse_body(body)
-        signature_name = json_tensor.signature_name(document)
-        request_format = []
+    async def _predict(self, model_name, version, label, body, deadline):
+        limits = self.core.limits
 
-        def make_inputs(signature):
-            inputs, fmt = json_tensor.inputs_from_request(
-                document, signature, self.core.limits.max_instances)
-            request_format.append(fmt)
-            return inputs
+        def decode():  # On a decode thread: parsing may take a while.
+            document = json_tensor.parse_body(body)
+            target = self.core.resolve(model_name, version, label,
+                                       json_tensor.signature_name(document))
+            with target.release_on_error():
+                inputs, request_format = json_tensor.inputs_from_request(
+                    document, target.signature, limits.max_instances, limits.max_elements)
+                inputs = target.signature.check_inputs(inputs)
+            return target, inputs, request_format
 
-        _, _, outputs = await self.core.predict(
-            model_name, version, label, signature_name, make_inputs)
-        return json_tensor.outputs_to_response(outputs, request_format[0])
+        def encode(outputs, request_format):
+            return _json_response(json_tensor.outputs_to_response(outputs, request_format))
+
+        target, inputs, request_format = await self.core.decode(decode)
+        outputs = await self.core.infer(target, inputs, deadline)
+        return await self.core.decode(encode, outputs, request_format)
 
     async def _classify_or_regress(self, model_name, version, label, body, api):
-        document = json_tensor.parse_body(body)
+        document = await self.core.decode(json_tensor.parse_body, body)
         signature_name = json_tensor.signature_name(document)
         examples = document.get("examples")
         if examples is None:

@@ -1,29 +1,31 @@
 """The model server: REST and gRPC in one asyncio loop, TF Serving's flags.
 
 Example:
-    from keras_transformer.serving import server
-    server.serve(model_name="zh_en", model_base_path="export/zh_en")  # blocks
+    from keras_transformer.serving import command, server
+    command.serve(model_name="zh_en", model_base_path="export/zh_en")  # blocks
 
     # Or in the background (tests, notebooks, benchmarks):
     with server.ServerThread(server.ServerOptions.from_model("zh_en", "export/zh_en",
                                                             port=0, rest_api_port=0)) as running:
         print(running.rest_url, running.grpc_target)
 
-From the command line: `python -m keras_transformer.serving.server --model_name=zh_en
+Flags live in `command` (the server knows nothing about them); from the command
+line: `python -m keras_transformer.serving --model_name=zh_en
 --model_base_path=export/zh_en` (the same flags as tensorflow_model_server).
 """
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import threading
+import time
 
 import grpc
 from aiohttp import web
 
 from keras_transformer.serving import batching
-from keras_transformer.serving import command
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import grpc_service
 from keras_transformer.serving import inference
@@ -36,11 +38,7 @@ from keras_transformer.serving import warmup
 
 _log = logging.getLogger(__name__)
 
-# The server's public entry points, in one import.
 ServerOptions = config_lib.ServerOptions
-add_arguments = command.add_arguments
-main = command.main
-serve = command.serve
 
 
 def _grpc_address(host, port):
@@ -63,13 +61,18 @@ class ModelServer:
         self.metrics = metrics_lib.ServingMetrics()
         self.registry = manager.ModelRegistry(
             options.model_config, self._load_servable,
-            self._make_batchers if options.batching else None, options.poll_seconds)
+            self._make_batchers if options.batching else None, options.poll_seconds,
+            retry=manager.LoadRetryPolicy(options.max_num_load_retries,
+                                          options.load_retry_interval_s),
+            num_load_threads=options.num_load_threads)
         self.core = inference.ServingCore(
-            self.registry, options.limits, self.metrics, options.num_model_threads)
+            self.registry, options.limits, self.metrics, options.num_model_threads,
+            options.num_request_threads)
         self.grpc_port = None
         self.rest_port = None
         self._grpc_server = None
         self._rest_runner = None
+        self._config_poller = None
 
     def _load_servable(self, path):
         servable = servable_lib.Servable(path)
@@ -87,13 +90,48 @@ class ModelServer:
                 on_batch=lambda size: self.metrics.record_batch(model_name, size))
             for name, signature in servable.signatures.items() if signature.batchable}
 
+    def _set_tensorflow_threads(self):
+        import tensorflow as tf
+
+        threading_config = tf.config.threading
+        for count, setter, getter in (
+                (self.options.intra_op_threads, threading_config.set_intra_op_parallelism_threads,
+                 threading_config.get_intra_op_parallelism_threads),
+                (self.options.inter_op_threads, threading_config.set_inter_op_parallelism_threads,
+                 threading_config.get_inter_op_parallelism_threads)):
+            if count and getter() != count:
+                try:
+                    setter(count)
+                except RuntimeError as error:  # TensorFlow already started (tests, notebooks).
+                    _log.warning("TensorFlow thread counts cannot change now: %s", error)
+
+    async def _poll_model_config_file(self):
+        """Re-reads --model_config_file, as TF Serving's
+        --model_config_file_poll_wait_seconds does, and applies changes."""
+        path, period = self.options.model_config_file, self.options.model_config_poll_seconds
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(period)
+            try:
+                config = await loop.run_in_executor(
+                    None, config_lib.read_model_config_file, path)
+                if config != self.registry.model_server_config:
+                    _log.info("Model config file %s changed; applying it", path)
+                    await loop.run_in_executor(None, self.registry.reload_config, config)
+            except (config_lib.ConfigError, OSError) as error:
+                _log.error("Keeping the current models: cannot use %s: %s", path, error)
+
     async def start(self):
         """Loads the initial versions, then opens both ports."""
         loop = asyncio.get_running_loop()
+        self._set_tensorflow_threads()
         await loop.run_in_executor(None, self.registry.start)
         options = self.options
+        if options.model_config_file and options.model_config_poll_seconds > 0:
+            self._config_poller = asyncio.ensure_future(self._poll_model_config_file())
         self._grpc_server = grpc.aio.server(
-            options=grpc_service.grpc_server_options(options.limits.max_body_bytes))
+            options=grpc_service.grpc_server_options(options.limits.max_body_bytes,
+                                                     options.limits.idle_timeout_s))
         grpc_service.add_services(self._grpc_server, self.core, options.allow_config_reload)
         self.grpc_port = self._grpc_server.add_insecure_port(
             _grpc_address(options.host, options.port))
@@ -104,7 +142,8 @@ class ModelServer:
         if options.rest_api_port is not None:
             api = rest.RestApi(self.core, options.monitoring.prometheus_path, options.page_dir)
             self._rest_runner = web.AppRunner(
-                api.make_app(), access_log=None, shutdown_timeout=options.shutdown_grace_s)
+                api.make_app(), access_log=None, shutdown_timeout=options.shutdown_grace_s,
+                keepalive_timeout=options.limits.idle_timeout_s)
             await self._rest_runner.setup()
             host = options.rest_api_host or options.host
             sock = socket.create_server((host, options.rest_api_port),
@@ -115,6 +154,9 @@ class ModelServer:
 
     async def stop(self):
         """Stops accepting, lets in-flight requests finish, unloads everything."""
+        if self._config_poller is not None:
+            self._config_poller.cancel()
+            self._config_poller = None
         closing = []
         if self._rest_runner is not None:
             closing.append(self._rest_runner.cleanup())  # Waits up to shutdown_timeout.
@@ -129,13 +171,36 @@ class ModelServer:
 
 
 async def serve_until_signal(options):
-    """Runs a `ModelServer` until SIGINT/SIGTERM, then stops it gracefully."""
+    """Runs a `ModelServer` until SIGINT/SIGTERM, then drains it.
+
+    The first signal stops accepting requests and lets those in flight finish
+    for up to `options.shutdown_grace_s` seconds; a second signal ends the
+    process at once.
+
+    Returns:
+        True when everything finished in time; False when model calls were
+        still running at the end of the grace period (they run on threads that
+        cannot be stopped, so the caller must end the process with `os._exit`).
+    """
     server = ModelServer(options)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def second_signal():
+        _log.warning("Second signal: exiting now")
+        logging.shutdown()
+        os._exit(1)
+
+    def first_signal():
+        _log.info("Signal received: draining for up to %g s (signal again to exit now)",
+                  options.shutdown_grace_s)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, second_signal)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, first_signal)
         except (NotImplementedError, RuntimeError):  # Not the main thread / Windows.
             pass
     try:
@@ -143,7 +208,18 @@ async def serve_until_signal(options):
         await stop.wait()
     finally:
         _log.info("Shutting down")
-        await server.stop()
+        give_up_at = time.monotonic() + options.shutdown_grace_s
+        try:
+            await asyncio.wait_for(server.stop(), options.shutdown_grace_s)
+        except asyncio.TimeoutError:
+            pass
+        while server.core.calls_in_flight() and time.monotonic() < give_up_at:
+            await asyncio.sleep(0.05)
+    left = server.core.calls_in_flight()
+    if left:
+        _log.warning("Exiting with %d model call(s) still running after the %g s grace period",
+                     left, options.shutdown_grace_s)
+    return not left
 
 
 class ServerThread:
@@ -197,6 +273,3 @@ class ServerThread:
     def __exit__(self, *exc_info):
         self.stop()
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,7 +14,7 @@ SERVING_DIR = pathlib.Path(server_lib.__file__).parent
 
 
 def parse(*argv):
-    return server_lib.add_arguments(argparse.ArgumentParser()).parse_args(list(argv))
+    return command.add_arguments(argparse.ArgumentParser()).parse_args(list(argv))
 
 
 def test_tf_serving_flags_build_server_options(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 import web_helpers  # noqa: E402
-from keras_transformer.serving import screenshot  # noqa: E402
+import screenshot  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from selenium.webdriver.common.by import By
 
+import screenshot
 from web_helpers import MODEL_NAME
 from web_helpers import free_port
 from web_helpers import http
 from web_helpers import start_server
 from keras_transformer.serving import command
 from keras_transformer.serving import config as config_lib
-from keras_transformer.serving import screenshot
 from keras_transformer.serving import server as server_lib
 
 SENTENCE = "我们来试试。"
@@ -65,7 +65,7 @@ def test_packaged_page_and_its_files_are_served_at_root(page_server):
 
 
 def test_web_page_flag_turns_the_page_off():
-    parser = server_lib.add_arguments(argparse.ArgumentParser())
+    parser = command.add_arguments(argparse.ArgumentParser())
     on = command.options_from_args(parser.parse_args(["--model_base_path=/models/m"]))
     assert on.page_dir == config_lib.WEB_PAGE_DIR
     off = command.options_from_args(

@@ -1,6 +1,6 @@
 """Helpers for the web page tests: a tiny exported translator, loopback HTTP.
 
-The browser helpers are `keras_transformer.serving.screenshot`'s.
+The browser helpers are in screenshot.py, next to this file.
 """
 
 import itertools

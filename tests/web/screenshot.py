@@ -1,12 +1,13 @@
 """Drives the translation page in headless Chromium: translate a sentence, save a screenshot.
 
-Used for the README's picture and by the page's end-to-end tests. Needs Debian's
+Used for the README's picture and by the page's end-to-end tests; kept with the
+tests because the server never needs it. Needs Debian's
 `chromium` and `chromium-driver` (tests/web/install_browser.sh) and the `selenium`
 package; nothing is downloaded at run time.
 
 Example:
     keras-transformer serve --model_name=zh_en --model_base_path=export/zh_en &
-    python -m keras_transformer.serving.screenshot \\
+    python tests/web/screenshot.py \\
         --url "http://127.0.0.1:8501/?model=zh_en" --text "我们来试试。" -o docs/web-page.png
 """
 
@@ -184,7 +185,7 @@ def screenshot(url, text, output, attention_view="avg", width=1100, timeout=120)
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m keras_transformer.serving.screenshot",
+        prog="python tests/web/screenshot.py",
         description="Translate a sentence on the web page in headless Chromium; save a PNG.")
     parser.add_argument("--url", default="http://127.0.0.1:8501/",
                         help="The page, with ?model=NAME (and &api=URL) when needed.")
