@@ -328,6 +328,7 @@ class ServerOptions:
         monitoring: `MonitoringOptions` (where metrics are served).
         limits: `ServingLimits`.
         enable_model_warmup: run assets.extra warmup requests on load.
+        warmup_iterations: times each warmup request runs.
         allow_config_reload: accept ModelService.HandleReloadConfigRequest.
         num_model_threads: threads for unbatched model calls.
         web_page: serve the translation page at "/" (False: "/" answers 404).
@@ -357,6 +358,7 @@ class ServerOptions:
     monitoring: MonitoringOptions = dataclasses.field(default_factory=MonitoringOptions)
     limits: ServingLimits = dataclasses.field(default_factory=ServingLimits)
     enable_model_warmup: bool = True
+    warmup_iterations: int = 1
     allow_config_reload: bool = False
     num_model_threads: int | None = None
     web_page: bool = True

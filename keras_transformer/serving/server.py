@@ -77,7 +77,8 @@ class ModelServer:
     def _load_servable(self, path):
         servable = servable_lib.Servable(path)
         if self.options.enable_model_warmup:
-            count = warmup.run_warmup(servable, tensors.tensor_from_proto)
+            count = warmup.run_warmup(servable, tensors.tensor_from_proto,
+                                      self.options.warmup_iterations)
             if count:
                 _log.info("Finished reading warmup data for model at %s. Number of warmup "
                           "records read: %d.", path, count)

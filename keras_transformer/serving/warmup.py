@@ -56,7 +56,7 @@ def read_warmup_requests(export_dir):
     return requests
 
 
-def run_warmup(servable, tensor_from_proto):
+def run_warmup(servable, tensor_from_proto, iterations=1):
     """Runs every recorded request against a freshly loaded servable.
 
     Args:
@@ -74,5 +74,7 @@ def run_warmup(servable, tensor_from_proto):
     for request in requests:
         signature = servable.signature(request.model_spec.signature_name)
         inputs = {name: tensor_from_proto(proto) for name, proto in request.inputs.items()}
-        signature.run(signature.check_inputs(inputs))
+        checked = signature.check_inputs(inputs)
+        for _ in range(iterations):
+            signature.run(checked)
     return len(requests)
