@@ -7,6 +7,7 @@ Example:
 """
 
 import base64
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -27,6 +28,32 @@ class ServingError(RuntimeError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class ModelNotFoundError(ServingError, ValueError):
+    """The server answered 404 / NOT_FOUND: no such model (or version) there.
+
+    A ValueError too, since it is the caller's model name that is wrong.
+    """
+
+
+class ServerUnreachableError(ConnectionError):
+    """Nothing answers at the client's target: nothing listens on that port,
+    the host does not resolve, or the address is malformed."""
+
+
+def _not_found(client, code, message):
+    what = f"model {client.model_name!r}"
+    if client.version is not None:
+        what += f" version {client.version}"
+    elif client.version_label is not None:
+        what += f" label {client.version_label!r}"
+    return ModelNotFoundError(code, f"{what} is not served at {client.target} ({message})")
+
+
+def _unreachable(client, reason):
+    return ServerUnreachableError(
+        f"Cannot reach a model server at {client.target!r} ({client.protocol.upper()}): {reason}")
 
 
 # Signature dtypes -> numpy, so REST answers match gRPC's arrays without TensorFlow.
@@ -187,7 +214,13 @@ class ServingClient:
                 message = json.loads(body)["error"]
             except (ValueError, KeyError, TypeError):
                 message = body.decode("utf-8", "replace")
+            if error.code == 404:
+                raise _not_found(self, error.code, message) from None
             raise ServingError(error.code, message) from None
+        except urllib.error.URLError as error:  # Refused, unknown host, no host.
+            raise _unreachable(self, error.reason) from None
+        except (http.client.InvalidURL, ConnectionError, OverflowError) as error:  # Bad port.
+            raise _unreachable(self, error) from None
 
     def _get_json(self, url):
         return self._http(urllib.request.Request(url, method="GET"))
@@ -254,7 +287,13 @@ class ServingClient:
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
-            raise ServingError(error.code().name, error.details()) from None
+            code, details = error.code(), error.details() or ""
+            if code == grpc.StatusCode.NOT_FOUND:
+                raise _not_found(self, code.name, details) from None
+            if code == grpc.StatusCode.UNAVAILABLE and any(
+                    word in details.lower() for word in ("connect", "resolv", "address", "dns")):
+                raise _unreachable(self, details) from None
+            raise ServingError(code.name, details) from None
 
     def _predict_grpc(self, inputs, signature_name):
         import tensorflow as tf
