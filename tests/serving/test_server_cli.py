@@ -206,3 +206,22 @@ def test_docker_compose_command_line_serves_with_the_embedded_server(saved_versi
         assert [row["state"] for row in body["model_version_status"]] == ["AVAILABLE"]
         assert ":tensorflow:serving:request_count" in http(
             "GET", running.rest_url + "/monitoring/prometheus/metrics")[1]
+
+
+@pytest.mark.parametrize("name, accepted", [
+    ("zh_en", True), ("zh-en.v2", True), ("_x", True), ("7", True),
+    ("", False), (".", False), ("..", False), (".hidden", False), ("-flag", False),
+    ("a/b", False), ("a b", False), ("zh_en\n", False), ("中文", False), (None, False)])
+def test_exporter_and_server_share_one_model_name_rule(name, accepted):
+    from keras_transformer.export import writer
+
+    outcomes = []
+    for check, error in ((writer.check_model_name, ValueError),
+                         (config_lib.check_model_name, config_lib.ConfigError)):
+        try:
+            check(name)
+            outcomes.append(True)
+        except error as raised:
+            assert "letters, digits, '_', '.' or '-'" in str(raised)
+            outcomes.append(False)
+    assert outcomes == [accepted, accepted]
