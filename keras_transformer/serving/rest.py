@@ -13,6 +13,7 @@ Every failure is answered `{"error": "..."}` with TF Serving's status code;
 only a bug in this server gives 500.
 """
 
+import asyncio
 import logging
 import os
 import re
@@ -162,7 +163,7 @@ class RestApi:
             if match:
                 model_name, api = match.group(1), match.group(4).lower()
                 version, label = _parse_version(match.group(2)), match.group(3)
-                body = await self._read_body(request)
+                body = await self._read_body(request, deadline)
                 if api == "predict":
                     response = await self._predict(model_name, version, label, body, deadline)
                 else:
@@ -196,14 +197,18 @@ class RestApi:
                 self.core.metrics_model_name(model_name or ""), api, "REST", status,
                 time.monotonic() - started)
 
-    async def _read_body(self, request):
+    async def _read_body(self, request, deadline):
         limit = self.core.limits.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise errors.ServingError(
                 "RESOURCE_EXHAUSTED", f"Request body of {request.content_length} bytes exceeds "
                 f"the limit of {limit} bytes", http_status=413)
         try:
-            return await request.read()
+            # A body trickling in slowly must not hold a connection past the deadline.
+            return await asyncio.wait_for(request.read(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise errors.ServingError(
+                "DEADLINE_EXCEEDED", "Request body not received before the deadline") from None
         except web.HTTPRequestEntityTooLarge:
             raise errors.ServingError(
                 "RESOURCE_EXHAUSTED", f"Request body exceeds the limit of {limit} bytes",

@@ -291,3 +291,83 @@ def test_grpc_garbage_bytes_are_invalid_argument(api_server, method):
             call(b"\xff\xff\xff\xff\xff", timeout=30)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "Could not parse the request" in raised.value.details()
+
+
+# ------------------------------------------- TF Serving flags that take effect
+
+
+def test_warmup_iterations_replay_each_record_that_many_times(saved_versions, tmp_path):
+    staging, base = str(tmp_path / "staging"), str(tmp_path / "tiny")
+    tiny_models.install_version(saved_versions[1], staging, 1)
+    tiny_models.write_warmup(f"{staging}/1", [[b"a"], [b"b"]])
+    tiny_models.install_version(f"{staging}/1", base, 1)
+    running = start_server(base, warmup_iterations=3)
+    try:
+        assert call_count(running) == 2 * 3
+    finally:
+        running.stop()
+
+
+def test_model_config_file_is_reread_and_applied(saved_versions, tmp_path):
+    for name in ("tiny", "other"):
+        tiny_models.install_version(saved_versions[1], str(tmp_path / name), 1)
+    config_file = tmp_path / "models.config"
+
+    def write(names):
+        entries = "".join(f"config {{ name: '{n}' base_path: '{tmp_path / n}' }} "
+                          for n in names)
+        config_file.write_text(f"model_config_list {{ {entries}}}")
+
+    write(["tiny"])
+    options = server_lib.ServerOptions(
+        model_config=config_lib.read_model_config_file(str(config_file)), port=0,
+        rest_api_port=0, poll_seconds=0, model_config_file=str(config_file),
+        model_config_poll_seconds=0.2)
+    with server_lib.ServerThread(options) as running:
+        assert http("GET", running.rest_url + "/v1/models/other")[0] == 404
+        write(["tiny", "other"])
+        wait_until(lambda: http("GET", running.rest_url + "/v1/models/other")[0] == 200)
+        config_file.write_text("model_config_list { config { name: '../bad' } }")
+        time.sleep(0.5)  # A broken edit keeps the models being served.
+        assert http("GET", running.rest_url + "/v1/models/other")[0] == 200
+
+
+def test_num_load_threads_loads_models_in_parallel(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    config = config_lib.parse_model_config(
+        f"model_config_list {{ config {{ name: 'a' base_path: '{tmp_path / 'a'}' }} "
+        f"config {{ name: 'b' base_path: '{tmp_path / 'b'}' }} }}")
+    both_loading = threading.Barrier(2, timeout=5)
+
+    def load(path):  # Succeeds only if the other model's load runs at the same time.
+        both_loading.wait()
+        return object()
+
+    parallel = manager.ModelRegistry(config, load, poll_seconds=0, num_load_threads=2)
+    parallel.poll_once()
+    assert [parallel.status(n)[0].state for n in ("a", "b")] == [manager.State.AVAILABLE] * 2
+
+    both_loading.reset()
+    sequential = manager.ModelRegistry(
+        config, load, poll_seconds=0, retry=manager.LoadRetryPolicy(0, 0), num_load_threads=1)
+    started = time.monotonic()
+    sequential.poll_once()  # The first load waits for a partner that never comes.
+    assert time.monotonic() - started >= 4
+    assert sequential.status("a")[0].state is manager.State.END
+
+
+def test_body_that_trickles_in_past_the_deadline_is_cut_off(one_version):
+    limits = config_lib.ServingLimits(request_timeout_s=0.5)
+    running = start_server(one_version, limits=limits)
+    try:
+        host, port = running.rest_url[len("http://"):].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            connection.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: x\r\n"
+                               b"Content-Length: 100\r\n\r\n{")
+            started = time.monotonic()
+            answer = connection.recv(4096)
+            assert time.monotonic() - started < 5
+        assert answer.startswith(b"HTTP/1.1 504") and b"before the deadline" in answer
+    finally:
+        running.stop()
