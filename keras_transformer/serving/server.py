@@ -41,6 +41,12 @@ _log = logging.getLogger(__name__)
 ServerOptions = config_lib.ServerOptions
 
 
+def _models_of(model_server_config):
+    """{name: serialized ModelConfig}: compares configs whatever their model order."""
+    return {model.name: model.SerializeToString(deterministic=True)
+            for model in model_server_config.model_config_list.config}
+
+
 def _grpc_address(host, port):
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -116,7 +122,7 @@ class ModelServer:
             try:
                 config = await loop.run_in_executor(
                     None, config_lib.read_model_config_file, path)
-                if config != self.registry.model_server_config:
+                if _models_of(config) != _models_of(self.registry.model_server_config):
                     _log.info("Model config file %s changed; applying it", path)
                     await loop.run_in_executor(None, self.registry.reload_config, config)
             except (config_lib.ConfigError, OSError) as error:
