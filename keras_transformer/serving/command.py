@@ -234,7 +234,10 @@ def serve(model_name="default", model_base_path=None, model_config_file=None, po
           rest_api_port=8501, host="127.0.0.1", enable_batching=False,
           batching_parameters_file=None, file_system_poll_wait_seconds=1.0,
           monitoring_config_file=None, static_dir=None, **flags):
-    """Runs the server until SIGINT/SIGTERM, then shuts down gracefully.
+    """Runs the server until SIGINT/SIGTERM, then drains it for the grace period.
+
+    If model calls are still running when the grace period ends, the process
+    exits (`os._exit(1)`): those calls run on threads Python cannot stop.
 
     Arguments mirror the flags of `add_arguments` (and tensorflow_model_server);
     extra flags (`rest_api_host`, `max_request_bytes`, ...) go in `**flags`.
