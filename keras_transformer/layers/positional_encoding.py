@@ -9,8 +9,7 @@ import keras
 from keras import ops
 
 from keras_transformer.ops import checks
-
-KINDS = ("sinusoidal", "learned")
+from keras_transformer.ops.choices import POSITIONAL_KINDS as KINDS
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
