@@ -96,6 +96,9 @@ class PositionalEncoding(keras.layers.Layer):
             inputs = inputs * ops.cast(math.sqrt(self.model_dim), inputs.dtype)
         return inputs + signal[None]
 
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
     def compute_mask(self, inputs, mask=None):
         return mask
 
