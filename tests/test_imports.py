@@ -11,7 +11,11 @@ docs/architecture.md.
 """
 
 import ast
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_transformer"
 
@@ -49,6 +53,21 @@ FORBIDDEN = {
     # A server runs from a SavedModel alone: no Keras model code, no training.
     "serving": {"training", "models", "layers"},
 }
+
+
+# Modules the command line reads before it decides to load TensorFlow.
+LIGHT_MODULES = [
+    "keras_transformer.constants",
+    "keras_transformer.versions",
+    "keras_transformer.files",
+    "keras_transformer.runs",
+    "keras_transformer.cli",
+    "keras_transformer.ops.checks",
+    "keras_transformer.ops.choices",
+    "keras_transformer.models.config",
+    "keras_transformer.training.config",
+]
+HEAVY = ("tensorflow", "keras", "tensorflow_text")
 
 
 def _modules():
@@ -183,3 +202,19 @@ def test_modules_import_only_from_their_floor_or_below():
             if imported in FORBIDDEN.get(source, ()):
                 wrong.append(f"{module}:{line} imports {target}: {source} never imports {imported}")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_light_modules_import_neither_keras_nor_tensorflow():
+    modules = [name for name in LIGHT_MODULES if name in _modules()]
+    assert "keras_transformer.models.config" in modules
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        cwd=PACKAGE.parent, env=dict(os.environ, PYTHONPATH=str(PACKAGE.parent)),
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
