@@ -1,7 +1,20 @@
-"""Floor 3: the exported translator (`TranslationModule`) and the versioned writer."""
+"""Floor 3: the exported translator (`TranslationModule`) and the versioned writer.
 
-from keras_transformer.export.module import TranslationModule
-from keras_transformer.export.writer import check_model_name
-from keras_transformer.export.writer import write_export
+Names load lazily, so that `keras-transformer export --help` imports no TensorFlow.
+"""
 
-__all__ = ["TranslationModule", "check_model_name", "write_export"]
+import importlib
+
+_LAZY = {
+    "TranslationModule": "module",
+    "check_model_name": "writer",
+    "write_export": "writer",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -213,6 +213,37 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             results.append(cache)
         return results[0] if len(results) == 1 else tuple(results)
 
+    def compute_output_shape(self, query_shape, context_shape=None):
+        """(B, T, M): the output has the query's shape whatever the context's width."""
+        return tuple(query_shape)
+
+    def compute_output_spec(
+        self,
+        query,
+        context=None,
+        query_padding_mask=None,
+        context_padding_mask=None,
+        attention_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        # Spelled out, as `call` returns one to three tensors depending on its flags.
+        results = [keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)]
+        if return_attention_scores:
+            if context is not None:
+                key_length = context.shape[1]
+            elif cache is not None:
+                key_length = cache.shape[-2]  # (B, 2, H, L, D)
+            else:
+                key_length = query.shape[1]
+            weights_shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
+            results.append(keras.KerasTensor(weights_shape, self.compute_dtype))
+        if cache is not None:
+            results.append(keras.KerasTensor(cache.shape, cache.dtype))
+        return results[0] if len(results) == 1 else tuple(results)
+
     def compute_mask(self, query, mask=None, **kwargs):
         return mask
 

@@ -11,7 +11,7 @@ from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
-from keras_transformer.ops.attention import NORMALIZATIONS
+from keras_transformer.ops.choices import NORMALIZATIONS
 
 
 class TransformerBlock(keras.layers.Layer):

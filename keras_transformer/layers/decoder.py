@@ -102,3 +102,34 @@ class DecoderBlock(TransformerBlock):
         if self_attention_cache is not None:
             results.append(self_results[2])
         return results[0] if len(results) == 1 else tuple(results)
+
+    def compute_output_shape(self, inputs_shape, encoder_outputs_shape=None):
+        return tuple(inputs_shape)
+
+    def compute_output_spec(
+        self,
+        inputs,
+        encoder_outputs=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        # Spelled out, as `call` returns one to three results depending on its arguments.
+        results = [keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)]
+        if return_attention_scores:
+            self_spec = self.self_attention.compute_output_spec(
+                inputs, cache=self_attention_cache, cache_index=cache_index,
+                return_attention_scores=True,
+            )
+            cross_spec = self.cross_attention.compute_output_spec(
+                inputs, context=encoder_outputs, cache=cross_attention_cache,
+                return_attention_scores=True,
+            )
+            results.append((self_spec[1], cross_spec[1]))
+        if self_attention_cache is not None:
+            results.append(keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype))
+        return results[0] if len(results) == 1 else tuple(results)

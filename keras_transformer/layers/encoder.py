@@ -54,3 +54,16 @@ class EncoderBlock(TransformerBlock):
         )
         outputs = self._add_and_norm(x, transformed, self.feed_forward_norm, training)
         return (outputs, weights) if return_attention_scores else outputs
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def compute_output_spec(
+        self, inputs, padding_mask=None, return_attention_scores=False, training=None
+    ):
+        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        return outputs, self.self_attention.compute_output_spec(
+            inputs, return_attention_scores=True
+        )[1]

@@ -65,6 +65,9 @@ class FeedForward(keras.layers.Layer):
         hidden = self.dropout_layer(self.inner_dense(inputs), training=training)
         return self.output_dense(hidden)
 
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
     def compute_mask(self, inputs, mask=None):
         return mask
 

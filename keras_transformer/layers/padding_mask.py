@@ -19,8 +19,11 @@ class PaddingMask(keras.layers.Layer):
         checks.check_integer("token_ids", token_ids.dtype)
         return padding_mask(token_ids, self.pad_id)
 
+    def compute_output_shape(self, token_ids_shape):
+        return tuple(token_ids_shape)
+
     def compute_output_spec(self, token_ids):
-        return keras.KerasTensor(token_ids.shape, dtype="bool")
+        return keras.KerasTensor(self.compute_output_shape(token_ids.shape), dtype="bool")
 
     def get_config(self):
         config = super().get_config()

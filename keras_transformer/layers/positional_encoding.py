@@ -9,8 +9,7 @@ import keras
 from keras import ops
 
 from keras_transformer.ops import checks
-
-KINDS = ("sinusoidal", "learned")
+from keras_transformer.ops.choices import POSITIONAL_KINDS as KINDS
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -96,6 +95,9 @@ class PositionalEncoding(keras.layers.Layer):
         if self.scale_embeddings:
             inputs = inputs * ops.cast(math.sqrt(self.model_dim), inputs.dtype)
         return inputs + signal[None]
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
 
     def compute_mask(self, inputs, mask=None):
         return mask

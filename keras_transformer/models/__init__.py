@@ -1,9 +1,23 @@
-"""Floor 2: models assembled from the layers."""
+"""Floor 2: models assembled from the layers.
 
-from keras_transformer.models.config import PRESETS
-from keras_transformer.models.config import TransformerConfig
-from keras_transformer.models.config import preset
-from keras_transformer.models.transformer import Seq2SeqTransformer
-from keras_transformer.models.transformer import build_transformer
+Names load lazily: `config` (presets, `TransformerConfig`) imports neither Keras
+nor TensorFlow, and the command line reads it before deciding to load them.
+"""
 
-__all__ = ["PRESETS", "Seq2SeqTransformer", "TransformerConfig", "build_transformer", "preset"]
+import importlib
+
+_LAZY = {
+    "PRESETS": "config",
+    "TransformerConfig": "config",
+    "preset": "config",
+    "Seq2SeqTransformer": "transformer",
+    "build_transformer": "transformer",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,15 @@
-"""The model's hyper-parameters as one dataclass, with named presets."""
+"""The model's hyper-parameters as one dataclass, with named presets.
+
+Imports neither Keras nor TensorFlow: the command line reads the presets and
+checks a configuration before deciding to load either.
+"""
 
 import dataclasses
 import json
 
 from keras_transformer.ops import checks
-from keras_transformer.ops.attention import NORMALIZATIONS
-from keras_transformer.layers.positional_encoding import KINDS as POSITIONAL_KINDS
+from keras_transformer.ops.choices import NORMALIZATIONS
+from keras_transformer.ops.choices import POSITIONAL_KINDS
 
 
 @dataclasses.dataclass

@@ -1,7 +1,21 @@
-"""Floor 0: the attention formula, the mask helper and argument checks."""
+"""Floor 0: the attention formula, the mask helper and argument checks.
 
-from keras_transformer.ops.attention import scaled_dot_product_attention
-from keras_transformer.ops.masks import compute_attention_mask
-from keras_transformer.ops.masks import padding_mask
+Names load lazily, so that the Keras-free modules here (`checks`, `choices`) can
+be imported without importing Keras.
+"""
 
-__all__ = ["compute_attention_mask", "padding_mask", "scaled_dot_product_attention"]
+import importlib
+
+_LAZY = {
+    "compute_attention_mask": "masks",
+    "padding_mask": "masks",
+    "scaled_dot_product_attention": "attention",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,11 +7,11 @@ import math
 
 from keras import ops
 
+from keras_transformer.ops.choices import NORMALIZATIONS  # noqa: F401 (re-exported)
+
 # Masked logits get this large finite negative number: -inf would give NaN where a
 # whole row is masked (-inf - -inf), and a finite value keeps float32 softmax exact.
 MASK_VALUE = -1e9
-
-NORMALIZATIONS = ("softmax", "relu")
 
 
 def scaled_dot_product_attention(

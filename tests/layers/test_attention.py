@@ -3,10 +3,37 @@ import keras
 import pytest
 
 from keras_transformer.layers import MultiHeadSelfAttention
+from layer_helpers import run_layer_test
 
 
 def _padding(lengths, total):
     return np.arange(total)[None, :] < np.asarray(lengths)[:, None]
+
+
+def test_attention_keeps_the_layer_contract(tmp_path):
+    run_layer_test(
+        MultiHeadSelfAttention,
+        dict(num_heads=2, causal=True, window=3, dropout=0.1),
+        {
+            "query": np.random.default_rng(5).normal(size=(2, 5, 16)).astype("float32"),
+            "query_padding_mask": _padding([5, 3], 5),
+        },
+        expected_output_shape=((2, 5, 16), (2, 2, 5, 5)),
+        call_kwargs=dict(return_attention_scores=True),
+        tmp_path=tmp_path,
+    )
+
+
+def test_cross_attention_output_spec_follows_the_context_and_the_cache():
+    layer = MultiHeadSelfAttention(num_heads=2)
+    query, context = keras.KerasTensor((2, 5, 16)), keras.KerasTensor((2, 7, 24))
+    outputs, weights = layer(query, context=context, return_attention_scores=True)
+    assert (outputs.shape, weights.shape) == ((2, 5, 16), (2, 2, 5, 7))
+    cache = keras.KerasTensor((2, 2, 2, 9, 8))
+    outputs, weights, new_cache = layer.compute_output_spec(
+        query, cache=cache, cache_index=0, return_attention_scores=True
+    )
+    assert (outputs.shape, weights.shape, new_cache.shape) == ((2, 5, 16), (2, 2, 5, 9), cache.shape)
 
 
 def _copy_into_keras(layer, query, context=None):

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.layers import HeadProjection
+from layer_helpers import run_layer_test
 
 CASES = {
     # direction: (HeadProjection kwargs, EinsumDense equation, output shape, bias axes, input)
@@ -56,6 +57,18 @@ def test_kernel_gradient_is_one_matmul_not_a_batched_product_summed(direction):
     op_types = {op.type for op in graph.get_operations()}
     assert "MatMul" in op_types
     assert not op_types & {"BatchMatMulV2", "BatchMatMulV3", "Einsum"}, op_types
+
+
+@pytest.mark.parametrize("direction", sorted(CASES))
+def test_head_projection_keeps_the_layer_contract(direction, tmp_path):
+    kwargs, _, output_shape, _, input_shape = CASES[direction]
+    run_layer_test(
+        HeadProjection,
+        dict(direction=direction, **kwargs),
+        {"inputs": np.random.default_rng(2).normal(size=input_shape).astype("float32")},
+        expected_output_shape=(input_shape[0], input_shape[1], *output_shape[1:]),
+        tmp_path=tmp_path,
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,18 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import PositionalEncoding
+from layer_helpers import run_layer_test
+
+
+@pytest.mark.parametrize("kind", ["sinusoidal", "learned"])
+def test_positional_encoding_keeps_the_layer_contract(kind, tmp_path):
+    run_layer_test(
+        PositionalEncoding,
+        dict(max_length=12, kind=kind),
+        {"inputs": np.random.default_rng(1).normal(size=(2, 5, 16)).astype("float32")},
+        expected_output_shape=(2, 5, 16),
+        tmp_path=tmp_path,
+    )
 
 
 def test_sinusoids_follow_the_paper_formula():

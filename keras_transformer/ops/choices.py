@@ -1,0 +1,11 @@
+"""The accepted values of the model's string options.
+
+Plain tuples with no Keras or TensorFlow import, so that `TransformerConfig` and
+the command line can validate and list them without loading either.
+"""
+
+# How attention scores become weights (`keras_transformer.ops.attention`).
+NORMALIZATIONS = ("softmax", "relu")
+
+# How positions are encoded (`keras_transformer.layers.PositionalEncoding`).
+POSITIONAL_KINDS = ("sinusoidal", "learned")

@@ -1,0 +1,32 @@
+"""User errors of the commands that read a run folder: one line, exit status 2.
+
+Run in process through `keras_transformer.cli.main` (the `cli` fixture), with the
+run folder and export the other evaluation tests share.
+"""
+
+import os
+
+
+def _one_error_line(err, command):
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"keras-transformer {command}: error: "), lines[0]
+    return lines[0]
+
+
+def test_export_into_an_existing_version_is_one_line_and_leaves_it_alone(cli, run_dir, export_dir):
+    base = os.path.dirname(os.path.dirname(export_dir))
+    before = sorted(os.listdir(export_dir))
+    code, _, err = cli("export", "--run", run_dir, "--name", "zh_en", "--base", base,
+                       "--version", 1)
+    assert code == 2
+    line = _one_error_line(err, "export")
+    assert "already exists" in line and "--overwrite" in line
+    assert sorted(os.listdir(export_dir)) == before
+
+
+def test_evaluate_with_a_missing_data_file_is_one_line(cli, run_dir, tmp_path):
+    missing = tmp_path / "pairs.tsv"
+    code, _, err = cli("evaluate", "--run", run_dir, "--data", missing)
+    assert code == 2
+    assert str(missing) in _one_error_line(err, "evaluate")
