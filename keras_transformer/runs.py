@@ -59,6 +59,7 @@ WORKERS_DIR = "workers"
 WEIGHTS_CHOICES = ("best", "last", "average")
 DEFAULT_AVERAGE_LAST = 5
 
+_LEGACY_BACKUP = ("latest.weights.h5", "training_metadata.json")
 _STEP = re.compile(r"^step-(\d{8})\.weights\.h5$")
 _EPOCH = re.compile(r"^epoch-(\d{4,})\.weights\.h5$")
 
@@ -251,10 +252,23 @@ class RunDir:
         with files.atomic_path(path) as temporary:
             model.save_weights(temporary)
 
-    def save_checkpoint(self, model, kind, number, keep):
-        """Saves a step or epoch checkpoint, then deletes all but the newest `keep` of its kind."""
+    def save_checkpoint(self, model, kind, number, keep, same_as=None):
+        """Saves a step or epoch checkpoint, then deletes all but the newest `keep` of its kind.
+
+        Args:
+            model: the model (its weights and optimizer state are saved).
+            kind: "step" or "epoch".
+            number: the step or the epoch.
+            keep: how many checkpoints of this kind to keep.
+            same_as: a file that already holds exactly this state: it is linked
+                instead of written again (written when the file system cannot link).
+        """
         path = self.step_checkpoint_path(number) if kind == "step" else self.epoch_checkpoint_path(number)
-        self.save_weights(model, path)
+        with files.atomic_path(path) as temporary:
+            try:
+                os.link(same_as, temporary)
+            except (OSError, TypeError):
+                model.save_weights(temporary)
         for old in self.checkpoints(kind)[: max(len(self.checkpoints(kind)) - keep, 0)]:
             os.remove(old.path)
         return path
@@ -267,9 +281,18 @@ class RunDir:
         """The newest backup {"epoch", "step", "weights": path}, or None."""
         path = self.file(BACKUP_DIR, "state.json")
         if not os.path.exists(path):
-            return None
+            return self._read_legacy_backup()
         state = files.read_json(path)
         return {**state, "weights": self.file(BACKUP_DIR, state["weights"])}
+
+    def _read_legacy_backup(self):
+        """The backup of a run trained before state.json (Keras' BackupAndRestore layout)."""
+        weights = self.file(BACKUP_DIR, "latest.weights.h5")
+        metadata = self.file(BACKUP_DIR, "training_metadata.json")
+        if not (os.path.exists(weights) and os.path.exists(metadata)):
+            return None
+        state = files.read_json(metadata)
+        return {"epoch": int(state.get("epoch", 0)), "step": state.get("step"), "weights": weights}
 
     def write_backup(self, model, epoch, step):
         """Saves the training state: a new weights file first, then state.json naming it.
@@ -281,7 +304,7 @@ class RunDir:
         self.save_weights(model, self.file(BACKUP_DIR, name))
         files.write_json(self.file(BACKUP_DIR, "state.json"), {"epoch": epoch, "step": step, "weights": name})
         for old in os.listdir(self.backup_dir):
-            if old.startswith("state-") and old != name:
+            if old != name and (old.startswith("state-") or old in _LEGACY_BACKUP):
                 os.remove(self.file(BACKUP_DIR, old))
 
     def write_best(self, model, epoch, step, val_loss):
