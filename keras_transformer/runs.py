@@ -553,7 +553,7 @@ def load_run(run_dir, weights="best"):
 def add_weights_argument(parser):
     """The `--weights` option of every command that reads a run."""
     parser.add_argument(
-        "--weights", default="best",
+        "--weights", default=None,
         help="weights of the run: best (lowest validation loss; the last weights if none "
         "was recorded), last (final, else the newest checkpoint), average (average.weights.h5, "
         "computed from the last 5 epoch checkpoints if missing), or a weights file (default: best)",

@@ -428,3 +428,54 @@ def pair_files(args, default_languages: tuple[str, str] | None = None) -> PairFi
     except ValueError as error:
         raise ValueError(f"{error}; for another layout give --src-column/--tgt-column") from None
     return PairFiles(data, source_column=source_column, target_column=target_column)
+
+
+def add_source_arguments(parser):
+    """`--input` and how to read it, for commands that read source sentences only (translate)."""
+    parser.add_argument(
+        "--input", help="file with one sentence per line (- for stdin), or a TSV with --src/--src-column"
+    )
+    parser.add_argument(
+        "--src", help=f"with --input: read the column of this language in the Tatoeba layout {dict(CMN_ENG_COLUMNS)}"
+    )
+    parser.add_argument("--src-column", type=int, help="with --input: read this 0-based TSV column")
+
+
+def read_sources(path: PathLike, column: int | None = None) -> list[str]:
+    """Source sentences of a file: every line, or one tab-separated column of every line.
+
+    Raises:
+        ValueError: naming the file and line, for a missing column or an empty sentence.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    lines = _read_lines(path)
+    if column is None:
+        return lines
+    if column < 0:
+        raise ValueError(f"--src-column must be >= 0; received {column}.")
+    sentences = []
+    for number, line in enumerate(lines, start=1):
+        fields = line.split("\t")
+        if len(fields) <= column:
+            raise ValueError(
+                f"{path}: line {number}: expected at least {column + 1} tab-separated columns, "
+                f"found {len(fields)}"
+            )
+        sentences.append(_check_sentence(fields[column], path, number, "source sentence"))
+    return sentences
+
+
+def source_column(args) -> int | None:
+    """The column `add_source_arguments`' options name (None: whole lines)."""
+    if args.src_column is not None and args.src is not None:
+        raise ValueError("Give --src or --src-column, not both.")
+    if args.src is not None:
+        if args.src not in CMN_ENG_COLUMNS:
+            raise ValueError(
+                f"unknown language {args.src!r}; this layout has {sorted(CMN_ENG_COLUMNS)}; for "
+                "another layout give --src-column"
+            )
+        return CMN_ENG_COLUMNS[args.src]
+    return args.src_column

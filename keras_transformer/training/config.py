@@ -131,7 +131,7 @@ class TrainingConfig:
     )
     keep_checkpoints: int = _setting(3, "step checkpoints kept (the newest)", check=_positive_int)
     keep_epoch_checkpoints: int = _setting(
-        5, "epoch-end checkpoints kept (the newest), for `keras-transformer average`",
+        5, "checkpoints kept from the ends of epochs (the newest), for the `average` command",
         check=_non_negative_int,
     )
     patience: int = _setting(
@@ -219,13 +219,17 @@ def _field_type(field):
     return float if "float" in str(field.type) else int
 
 
-def add_config_arguments(parser):
+def add_config_arguments(parser, config_class=None):
     """Adds one flag per `TrainingConfig` field to an argparse parser (or group).
 
     Every flag defaults to None, meaning "not given": a new run then takes the
     field's default, a resumed run its stored value. Booleans get `--x/--no-x`.
+
+    Args:
+        parser: an `argparse.ArgumentParser` or argument group.
+        config_class: `TrainingConfig` (default) or a subclass.
     """
-    for field in dataclasses.fields(TrainingConfig):
+    for field in dataclasses.fields(config_class or TrainingConfig):
         flag = f"--{flag_name(field)}"
         default = "unset" if field.default is None else _show(field.default)
         help_text = f"{field.metadata['help']} (default: {default})"
