@@ -19,7 +19,6 @@ files in place (a kill while saving leaves a broken backup).
 
 import importlib.util
 import math
-import os
 import time
 import warnings
 

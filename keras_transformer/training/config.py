@@ -78,13 +78,13 @@ def _freq(value):
 
 
 def _flag_or_none(value):
-    return None if value is None or isinstance(value, bool) else "true, false or none (by device)"
+    return None if value is None or isinstance(value, bool) else "true, false or unset (None: by device)"
 
 
 def _policy(value):
     if value is None or value in MIXED_PRECISION_POLICIES:
         return None
-    return f"one of {list(MIXED_PRECISION_POLICIES)} or none (by device)"
+    return f"one of {list(MIXED_PRECISION_POLICIES)} or unset (None: by device)"
 
 
 def _int(value):
@@ -113,16 +113,16 @@ class TrainingConfig:
     )
     label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
     clipnorm: float | None = _setting(
-        None, "global gradient-norm clip (none: no clipping)", check=_optional(_positive_number)
+        None, "global gradient-norm clip (unset: no clipping)", check=_optional(_positive_number)
     )
     jit_compile: bool | None = _setting(
-        None, "compile the training step with XLA (none: by device, on for a GPU)",
+        None, "compile the training step with XLA (unset: by device, on for a GPU)",
         flag="xla", check=_flag_or_none,
     )
     mixed_precision: str | None = _setting(
         None,
-        "dtype policy (none: by device, mixed_bfloat16 on a GPU or a CPU with bfloat16 "
-        "instructions, else float32)",
+        "dtype policy; none is float32 (unset: by device, mixed_bfloat16 on a GPU or a CPU "
+        "with bfloat16 instructions, else none)",
         choices=MIXED_PRECISION_POLICIES, check=_policy,
     )
     save_freq: int | str = _setting(
@@ -174,11 +174,11 @@ class TrainingConfig:
     def differences(self, other):
         """One line per field whose value differs from `other`'s, naming its flag.
 
-        Example: `--epochs 30 (the stored run has 20)`.
+        Example: `--epochs 30 (was 20)`.
         """
         return [
             f"--{flag_name(field)} {_show(getattr(self, field.name))} "
-            f"(the stored run has {_show(getattr(other, field.name))})"
+            f"(was {_show(getattr(other, field.name))})"
             for field in dataclasses.fields(self)
             if getattr(self, field.name) != getattr(other, field.name)
         ]
@@ -207,7 +207,7 @@ def flag_name(field):
 
 
 def _show(value):
-    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _field_type(field):
@@ -231,8 +231,7 @@ def add_config_arguments(parser, config_class=None):
     """
     for field in dataclasses.fields(config_class or TrainingConfig):
         flag = f"--{flag_name(field)}"
-        default = "unset" if field.default is None else _show(field.default)
-        help_text = f"{field.metadata['help']} (default: {default})"
+        help_text = f"{field.metadata['help']} (default: {_show(field.default)})"
         if field.type == bool | None:
             parser.add_argument(
                 flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,

@@ -263,43 +263,73 @@ def compile_model(
     return model
 
 
-def build_for_fit(model, dataset, strategy):
-    """Works around two failures of Keras 3's `fit` under a multi-worker strategy.
+def prepare_for_fit(model, strategy, train, validation=None):
+    """The datasets to give `fit`, and the model set up for them, under any strategy.
 
-    Keras' TensorFlow trainer (3.15) (1) builds the compiled loss and metrics from
-    one batch reduced over replicas with `strategy.reduce`, which fails for a nested
-    batch, and (2) reduces each step's logs with `strategy.reduce("MEAN", v,
-    axis=0)`, which fails for scalars. Here the build is done from the dataset's
-    `element_spec` (and Keras' own skipped), and the steps return their logs with
-    shape (1,), which that reduction averages over replicas back into scalars (the
-    metric values are already synchronised, so the mean is the value). Nothing is
-    changed for other strategies.
+    Under a multi-worker strategy Keras' TensorFlow trainer (3.15) (1) reduces the
+    first batch over the replicas with `strategy.reduce("MEAN", batch)` to learn
+    its shapes, which `MultiWorkerMirroredStrategy` refuses for a nested batch (a
+    dict of features and the labels), and (2) reduces each step's logs with
+    `strategy.reduce("MEAN", value, axis=0)`, which fails for scalars. With public
+    APIs only, this function then (1) builds the compiled loss and metrics on one
+    batch (`compute_loss`, `compute_metrics`, then `reset_metrics`), so Keras has
+    nothing left to build, and packs every batch into one (B, 3, L) tensor
+    (encoder tokens, decoder tokens, labels, padded to one length L, with all-padding
+    rows added so that B divides evenly over the workers: padding is masked, so
+    nothing changes); and (2) gives the model a `train_step`/`test_step` that unpack
+    the batch and return their logs with shape (1,), which that reduction averages
+    back into scalars (the metrics are already synchronised, so the mean is the
+    value). Other strategies get their datasets back unchanged.
 
     Args:
-        model: a compiled model, created under `strategy.scope()`.
-        dataset: the training `tf.data.Dataset`.
+        model: a compiled model with a built optimizer, created under `strategy.scope()`.
         strategy: the model's `tf.distribute.Strategy`.
+        train: the training `tf.data.Dataset` of `(features, labels)`.
+        validation: the validation dataset, or None.
+
+    Returns:
+        `(train, validation)` for `fit`.
     """
-    import keras
     import tensorflow as tf
 
-    if getattr(strategy, "cluster_resolver", None) is None:
-        return
-    batch = tf.nest.map_structure(
-        lambda spec: keras.KerasTensor(spec.shape, spec.dtype.name), dataset.element_spec
-    )
-    with strategy.scope():
-        model._symbolic_build(data_batch=batch)
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    from keras_transformer.constants import PAD_ID
 
-    def with_vector_logs(step):
-        def wrapped(data):
+    if getattr(strategy, "cluster_resolver", None) is None:
+        return train, validation
+    features, labels = next(iter(train))
+    with strategy.scope():
+        predictions = model(features, training=False)
+        model.compute_loss(features, labels, predictions, training=False)
+        model.compute_metrics(features, labels, predictions, None)
+    model.reset_metrics()
+    workers = strategy.num_replicas_in_sync
+
+    @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
+    def pack(features, labels):
+        parts = [features["encoder_tokens"], features["decoder_tokens"], labels]
+        length = tf.reduce_max([tf.shape(part)[1] for part in parts])
+        rows = tf.shape(labels)[0]
+        extra_rows = (workers - rows % workers) % workers
+        return tf.stack(
+            [tf.pad(part, [[0, extra_rows], [0, length - tf.shape(part)[1]]], constant_values=PAD_ID)
+             for part in parts],
+            axis=1,
+        )
+
+    def unpacked(step):
+        def wrapped(batch):
+            data = ({"encoder_tokens": batch[:, 0], "decoder_tokens": batch[:, 1]}, batch[:, 2])
             return {name: tf.reshape(value, [1]) for name, value in step(data).items()}
 
         return wrapped
 
-    model.train_step = with_vector_logs(model.train_step)
-    model.test_step = with_vector_logs(model.test_step)
+    model.train_step = unpacked(model.train_step)
+    model.test_step = unpacked(model.test_step)
+    options = train.options()
+    train = train.map(pack).with_options(options)
+    if validation is not None:
+        validation = validation.map(pack).with_options(options)
+    return train, validation
 
 
 def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
@@ -553,7 +583,7 @@ def train(
             )
             model.optimizer.build(model.trainable_variables)
             initial_epoch = restore_backup(model, state)
-        build_for_fit(model, train_data, strategy)
+        train_data, validation_data = prepare_for_fit(model, strategy, train_data, validation_data)
         fit_callbacks, time_budget = make_callbacks(
             run,
             save_freq=config.save_freq,

@@ -193,3 +193,12 @@ def test_mismatched_inputs_are_refused():
         evaluate(lambda batch: batch, ["a"], ["a", "b"])
     with pytest.raises(ValueError, match="outputs"):
         evaluate(lambda batch: batch[:-1], ["a", "b"], ["a", "b"])
+
+
+def test_export_manifest_records_the_weights_it_holds(export_dir):
+    with open(os.path.join(export_dir, "manifest.json"), encoding="utf-8") as file:
+        manifest = json.load(file)
+    # The fixture run has final weights and no recorded validation loss.
+    assert manifest["weights"]["kind"] == "last"
+    assert manifest["weights"]["path"] == "final.weights.h5"
+    assert set(manifest["weights"]) >= {"epoch", "step", "val_loss"}

@@ -61,7 +61,7 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     assert f"resumed at step {history[-1]['step']}" in out
     # The one flag given differs from the stored run, and is said so; the others keep
     # their stored values.
-    assert "resuming with --epochs 3 (the stored run has 2)" in out
+    assert "resuming with --epochs 3 (was 2)" in out
     assert out.count("resuming with") == 1
     assert read_run_config(run_dir)["training"]["token_budget"] == FAST["token_budget"]
     resumed = json.loads((run_dir / "history.json").read_text())

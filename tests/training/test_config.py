@@ -57,7 +57,7 @@ def test_flags_parse_to_typed_settings_and_unset_flags_keep_stored_values():
 def test_differences_name_the_flags_one_line_each():
     stored = TrainingConfig(epochs=3, jit_compile=None)
     lines = TrainingConfig(epochs=5, jit_compile=True).differences(stored)
-    assert lines == ["--epochs 5 (the stored run has 3)", "--xla true (the stored run has none)"]
+    assert lines == ["--epochs 5 (was 3)", "--xla true (was unset)"]
     assert stored.differences(stored) == []
 
 
