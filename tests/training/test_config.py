@@ -91,3 +91,15 @@ def test_cli_error_for_a_bad_setting_is_one_line(capsys, tmp_path):
     assert cli.main(["train", "--run", str(tmp_path / "r"), "--epochs", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--epochs" in err[0] and "positive integer" in err[0]
+
+
+def test_config_run_folder_and_pair_reader_import_without_keras():
+    from training_helpers import run_python
+
+    modules = ["keras_transformer.training.config", "keras_transformer.runs", "keras_transformer.files",
+               "keras_transformer.data.corpus", "keras_transformer.training.average"]
+    code = (f"import sys; import {', '.join(modules)}; "
+            "heavy = [m for m in ('keras', 'tensorflow', 'numpy') if m in sys.modules]; "
+            "print(heavy); sys.exit(bool(heavy))")
+    process = run_python(["-c", code], timeout=120)
+    assert process.returncode == 0, process.stdout + process.stderr[-2000:]
