@@ -54,8 +54,12 @@ def run(args):
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import train
 
-    config = TrainingConfig.from_flags(args, stored=RunDir(args.run).read_training_config())
+    run_dir = RunDir(args.run)
+    config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config())
     data = pair_files(args, default_languages=DEFAULT_LANGUAGES)
+    if data is not None and run_dir.exists():
+        print(f"keras-transformer train: {args.run} is an existing run: it keeps its own split; "
+              "the corpus options are not used.")
     src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
     result = train(
         args.run,
