@@ -40,10 +40,7 @@ def _read_sentences(args):
     column = source_column(args)
     if column is not None and not args.input:
         raise ValueError("--src/--src-column choose a column of --input; give --input FILE.")
-    if args.input == "-":
-        lines = [line.rstrip("\n") for line in sys.stdin]
-        texts += lines if column is None else [line.split("\t")[column] for line in lines]
-    elif args.input:
+    if args.input:
         texts += read_sources(args.input, column)
     if not texts:
         raise ValueError("nothing to translate: give sentences as arguments or --input FILE")

@@ -442,15 +442,23 @@ def add_source_arguments(parser):
 
 
 def read_sources(path: PathLike, column: int | None = None) -> list[str]:
-    """Source sentences of a file: every line, or one tab-separated column of every line.
+    """Source sentences of a file (`-`: stdin): every line, or one tab-separated column of each.
 
     Raises:
         ValueError: naming the file and line, for a missing column or an empty sentence.
     """
+    if str(path) == "-":
+        import sys
+
+        return column_of([line.rstrip("\n") for line in sys.stdin], column, "<stdin>")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist.")
-    lines = _read_lines(path)
+    return column_of(_read_lines(path), column, path)
+
+
+def column_of(lines: list[str], column: int | None, path: PathLike) -> list[str]:
+    """Every line, or its 0-based tab-separated `column` (errors name `path` and the line)."""
     if column is None:
         return lines
     if column < 0:

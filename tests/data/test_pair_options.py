@@ -80,3 +80,12 @@ def test_train_prepares_a_run_from_two_files(corpus, tmp_path):
     run = RunDir(tmp_path / "run")
     sources, targets = run.read_split("train")
     assert sources and set(zip(sources, targets)) <= {(p.source, p.target) for p in pairs}
+
+
+def test_translate_reads_a_column_of_the_same_files(corpus):
+    from keras_transformer.data.corpus import read_sources
+
+    assert read_sources(corpus / "cmn.txt", 1) == ["嗨。", "你用跑的。"]
+    assert read_sources(corpus / "train.zh") == ["嗨。", "你用跑的。"]
+    with pytest.raises(ValueError, match="line 1: expected at least 4"):
+        read_sources(corpus / "cmn.txt", 3)
