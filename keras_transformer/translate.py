@@ -5,10 +5,15 @@
     keras-transformer translate --server http://127.0.0.1:8501 --model zh_en "我们来试试。"
 
 Sentences come from the arguments, or from `--input FILE` (`-` for stdin), one per
-line; translations are printed one per line with their scores (tab-separated).
+line, or one column of a TSV (`--src zh` for the Tatoeba layout, `--src-column N`);
+translations are printed one per line with their scores (tab-separated). A run's
+model uses its best weights unless `--weights` says otherwise.
 """
 
 import sys
+
+from keras_transformer.data.corpus import add_source_arguments
+from keras_transformer.runs import add_weights_argument
 
 
 def add_arguments(parser):
@@ -17,7 +22,8 @@ def add_arguments(parser):
     source.add_argument("--run", help="translate in process with this run folder's model")
     source.add_argument("--server", help="a TF Serving endpoint: http://host:8501 or host:8500")
     parser.add_argument("--model", default="zh_en", help="served model name (with --server)")
-    parser.add_argument("--input", help="file with one sentence per line; - for stdin")
+    add_source_arguments(parser)
+    add_weights_argument(parser)
     parser.add_argument("--beam", type=int, default=4, help="beam width; 1 = greedy")
     parser.add_argument("--alpha", type=float, default=0.6, help="length-penalty exponent")
     parser.add_argument("--max-length", type=int, default=None, help="cap on output subwords")
@@ -27,11 +33,15 @@ def add_arguments(parser):
 
 
 def _read_sentences(args):
+    from keras_transformer.data.corpus import read_sources
+    from keras_transformer.data.corpus import source_column
+
     texts = list(args.texts)
+    column = source_column(args)
+    if column is not None and not args.input:
+        raise ValueError("--src/--src-column choose a column of --input; give --input FILE.")
     if args.input:
-        stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-        with stream:
-            texts += [line.rstrip("\n") for line in stream]
+        texts += read_sources(args.input, column)
     if not texts:
         raise ValueError("nothing to translate: give sentences as arguments or --input FILE")
     return texts
@@ -43,7 +53,7 @@ def _in_process_translator(args):
     from keras_transformer.export.module import TranslationModule
     from keras_transformer.runs import load_run
 
-    run = load_run(args.run)
+    run = load_run(args.run, weights=args.weights)
     if args.n_best > args.beam:
         raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     module = TranslationModule(
@@ -60,6 +70,8 @@ def _in_process_translator(args):
 
 
 def _server_translator(args):
+    if args.weights:
+        raise ValueError("--weights belongs to --run; a served model holds its own weights.")
     from keras_transformer.serving.client import ServingClient
 
     client = ServingClient(args.server, args.model)

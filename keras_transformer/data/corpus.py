@@ -324,3 +324,166 @@ def sources_and_targets(pairs: Iterable[SentencePair]) -> tuple[list[str], list[
         sources.append(pair.source)
         targets.append(pair.target)
     return sources, targets
+
+
+# -- One way to read pairs from the command line -------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PairFiles:
+    """Where a parallel text is and how to read it: a TSV's two columns, or two files.
+
+    Attributes:
+        path: the tab-separated file, or the source file of a two-file corpus.
+        target_path: the target file of a two-file corpus (None for a TSV).
+        source_column: 0-based source column of a TSV.
+        target_column: 0-based target column of a TSV.
+    """
+
+    path: str
+    target_path: str | None = None
+    source_column: int = 0
+    target_column: int = 1
+
+    def read(self) -> list[SentencePair]:
+        """The pairs, with errors naming the file and line (see `read_tsv`, `read_aligned`)."""
+        for path in filter(None, (self.path, self.target_path)):
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path} does not exist.")
+            if os.path.isdir(path):
+                raise ValueError(f"{path} is a folder; pass a file of sentences.")
+        if self.target_path is not None:
+            return read_aligned(self.path, self.target_path)
+        return read_tsv(self.path, self.source_column, self.target_column)
+
+    def describe(self) -> dict:
+        """A JSON-ready record (absolute paths) for a run's or an evaluation's config."""
+        if self.target_path is not None:
+            return {"path": os.path.abspath(self.path), "target_path": os.path.abspath(self.target_path)}
+        return {"path": os.path.abspath(self.path), "source_column": self.source_column,
+                "target_column": self.target_column}
+
+
+def add_pair_arguments(parser, data_help="tab-separated sentence pairs", languages_help=None):
+    """Adds the options that say where parallel text is and how to read it.
+
+    One set, shared by every command that reads pairs (`train`, `evaluate --data`):
+    `--data FILE` with the pair in columns 0 and 1 (`source<TAB>target`, the layout
+    of a run's split files), in the columns of the Tatoeba layout of `--src/--tgt`
+    (`English<TAB>Mandarin<TAB>attribution`), or in `--src-column/--tgt-column`;
+    or a two-file corpus `--source-file/--target-file` (one sentence a line).
+    Standard library only.
+    """
+    group = parser.add_argument_group(
+        "parallel text", "a TSV (--data) or two line-aligned files (--source-file/--target-file)"
+    )
+    group.add_argument("--data", help=data_help)
+    group.add_argument("--source-file", help="source sentences, one a line (with --target-file)")
+    group.add_argument("--target-file", help="their translations, line by line (with --source-file)")
+    group.add_argument(
+        "--src", help=languages_help or "source language: with --data, its column in the Tatoeba "
+        f"layout {dict(CMN_ENG_COLUMNS)} (default: columns 0 and 1 are source and target)",
+    )
+    group.add_argument("--tgt", help="target language (see --src)")
+    group.add_argument("--src-column", type=int, help="0-based source column of --data")
+    group.add_argument("--tgt-column", type=int, help="0-based target column of --data")
+    return group
+
+
+def pair_files(args, default_languages: tuple[str, str] | None = None) -> PairFiles | None:
+    """The `PairFiles` the options of `add_pair_arguments` name (None when none is given).
+
+    Columns of `--data`: `--src-column/--tgt-column` if given; else the Tatoeba
+    columns of `--src/--tgt` (each defaulting to `default_languages` when the
+    command has defaults); else 0 and 1.
+
+    Raises:
+        ValueError: for options that do not fit together, with what is accepted.
+    """
+    data, source_file, target_file = args.data, args.source_file, args.target_file
+    if (source_file is None) != (target_file is None):
+        raise ValueError("Give both --source-file and --target-file (one sentence a line), or neither.")
+    if (args.src_column is None) != (args.tgt_column is None):
+        raise ValueError("Give both --src-column and --tgt-column, or neither.")
+    if source_file is not None:
+        if data is not None:
+            raise ValueError("Give --data or --source-file/--target-file, not both.")
+        if args.src_column is not None:
+            raise ValueError("--src-column/--tgt-column choose columns of --data, not of --source-file.")
+        return PairFiles(source_file, target_path=target_file)
+    if data is None:
+        if args.src_column is not None:
+            raise ValueError("--src-column/--tgt-column need --data.")
+        return None
+    if args.src_column is not None:
+        return PairFiles(data, source_column=args.src_column, target_column=args.tgt_column)
+    if args.src is None and args.tgt is None and default_languages is None:
+        return PairFiles(data)
+    src = args.src or (default_languages or (None, None))[0]
+    tgt = args.tgt or (default_languages or (None, None))[1]
+    if src is None or tgt is None:
+        raise ValueError("Give both --src and --tgt (their Tatoeba columns), or --src-column/--tgt-column.")
+    try:
+        source_column, target_column = columns_for(src, tgt)
+    except ValueError as error:
+        raise ValueError(f"{error}; for another layout give --src-column/--tgt-column") from None
+    return PairFiles(data, source_column=source_column, target_column=target_column)
+
+
+def add_source_arguments(parser):
+    """`--input` and how to read it, for commands that read source sentences only (translate)."""
+    parser.add_argument(
+        "--input", help="file with one sentence per line (- for stdin), or a TSV with --src/--src-column"
+    )
+    parser.add_argument(
+        "--src", help=f"with --input: read the column of this language in the Tatoeba layout {dict(CMN_ENG_COLUMNS)}"
+    )
+    parser.add_argument("--src-column", type=int, help="with --input: read this 0-based TSV column")
+
+
+def read_sources(path: PathLike, column: int | None = None) -> list[str]:
+    """Source sentences of a file (`-`: stdin): every line, or one tab-separated column of each.
+
+    Raises:
+        ValueError: naming the file and line, for a missing column or an empty sentence.
+    """
+    if str(path) == "-":
+        import sys
+
+        return column_of([line.rstrip("\n") for line in sys.stdin], column, "<stdin>")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    return column_of(_read_lines(path), column, path)
+
+
+def column_of(lines: list[str], column: int | None, path: PathLike) -> list[str]:
+    """Every line, or its 0-based tab-separated `column` (errors name `path` and the line)."""
+    if column is None:
+        return lines
+    if column < 0:
+        raise ValueError(f"--src-column must be >= 0; received {column}.")
+    sentences = []
+    for number, line in enumerate(lines, start=1):
+        fields = line.split("\t")
+        if len(fields) <= column:
+            raise ValueError(
+                f"{path}: line {number}: expected at least {column + 1} tab-separated columns, "
+                f"found {len(fields)}"
+            )
+        sentences.append(_check_sentence(fields[column], path, number, "source sentence"))
+    return sentences
+
+
+def source_column(args) -> int | None:
+    """The column `add_source_arguments`' options name (None: whole lines)."""
+    if args.src_column is not None and args.src is not None:
+        raise ValueError("Give --src or --src-column, not both.")
+    if args.src is not None:
+        if args.src not in CMN_ENG_COLUMNS:
+            raise ValueError(
+                f"unknown language {args.src!r}; this layout has {sorted(CMN_ENG_COLUMNS)}; for "
+                "another layout give --src-column"
+            )
+        return CMN_ENG_COLUMNS[args.src]
+    return args.src_column

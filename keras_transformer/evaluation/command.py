@@ -2,19 +2,24 @@
 
     keras-transformer evaluate --run runs/zh-en                   # the test split
     keras-transformer evaluate --run runs/zh-en --data my.tsv --beam 1
+    keras-transformer evaluate --run runs/zh-en --data data/cmn-eng/cmn.txt --src zh --tgt en
+    keras-transformer evaluate --run runs/zh-en --source-file test.zh --target-file test.en
     keras-transformer evaluate --saved-model export/zh_en/3 --data runs/zh-en/splits/test.tsv
 
-Data files are `source<TAB>reference` lines, the layout of a run's split files.
-The hypotheses go to a text file (one per line, in input order); evaluating a
-run's split also writes `evaluation.json` into the run folder.
+Data are read as `train` reads them (`keras_transformer.data.corpus.add_pair_arguments`):
+`--data` is `source<TAB>reference` lines (the layout of a run's split files) unless
+`--src/--tgt` (Tatoeba columns) or `--src-column/--tgt-column` say otherwise; or
+two line-aligned files. The hypotheses go to a text file (one per line, in input
+order); evaluating a run's split also writes `evaluation.json` into the run folder,
+with the weights used (kind, epoch, step, validation loss).
 """
 
 import datetime
-import json
 import os
 import sys
 
-from keras_transformer.runs import EVALUATION_NAME
+from keras_transformer.data.corpus import add_pair_arguments
+from keras_transformer.runs import add_weights_argument
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_BEAM = 4
@@ -32,13 +37,13 @@ def add_arguments(parser):
         "--split", choices=SPLITS,
         help="split of the run folder to evaluate (default: test; not with --data)",
     )
-    parser.add_argument("--data", help="source<TAB>reference file to evaluate instead of a split")
+    add_pair_arguments(parser, data_help="source<TAB>reference file to evaluate instead of a split")
     parser.add_argument(
         "--beam", type=int,
         help=f"beam width of the run's model (default: {DEFAULT_BEAM}; 1: greedy). "
         "An export keeps the width it was exported with.",
     )
-    parser.add_argument("--weights", help="weights file of the run (default: final, else latest checkpoint)")
+    add_weights_argument(parser)
     parser.add_argument(
         "--output", "-o",
         help="hypotheses file (default: <run>/<split>.hypotheses.txt for a split, else hypotheses.txt)",
@@ -61,44 +66,18 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be a positive integer; received {value}.")
 
 
-def read_pairs(path):
-    """(sources, references) of a source<TAB>reference file, with clear errors."""
-    from keras_transformer.data.corpus import read_tsv
-    from keras_transformer.data.corpus import sources_and_targets
-
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} does not exist.")
-    if os.path.isdir(path):
-        raise ValueError(f"{path} is a folder; pass a source<TAB>reference file.")
-    return sources_and_targets(read_tsv(path, 0, 1))
-
-
-def _write_lines(path, lines):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        for line in lines:
-            file.write(line + "\n")
-    os.replace(temporary, path)
-
-
-def _write_json(path, value):
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(value, file, indent=2, ensure_ascii=False)
-        file.write("\n")
-    os.replace(temporary, path)
-
-
 def _prepare(args):
     """Checks the arguments; returns (translate_fn, sources, references, facts)."""
     for name in ("batch_size", "limit", "beam"):
         _check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.show < 0:
         raise ValueError(f"--show must be 0 or more; received {args.show}.")
-    if args.split and args.data:
-        raise ValueError("Give --split or --data, not both.")
+    from keras_transformer.data.corpus import pair_files
+    from keras_transformer.data.corpus import sources_and_targets
+
+    data = pair_files(args)
+    if args.split and data:
+        raise ValueError("Give --split or --data (or --source-file/--target-file), not both.")
 
     if args.saved_model:
         from keras_transformer.evaluation.translators import find_setting
@@ -106,8 +85,10 @@ def _prepare(args):
         from keras_transformer.evaluation.translators import read_manifest
         from keras_transformer.evaluation.translators import saved_model_translator
 
-        if not args.data:
-            raise ValueError("--saved-model needs --data, a source<TAB>reference file.")
+        if not data:
+            raise ValueError(
+                "--saved-model needs --data, a source<TAB>reference file (or --source-file/--target-file)."
+            )
         if args.split:
             raise ValueError("--split reads a run folder; with --saved-model pass --data.")
         if args.weights:
@@ -120,39 +101,39 @@ def _prepare(args):
                 f"{path} was exported with beam width {beam}; --beam {args.beam} cannot change it "
                 "(evaluate the run folder, or export again)."
             )
-        sources, references = read_pairs(args.data)
+        sources, references = sources_and_targets(data.read())
         facts = {
             "saved_model": os.path.abspath(path),
-            "data": os.path.abspath(args.data),
+            "data": data.describe(),
             "beam": beam,
             "target_language": find_setting(manifest, "target_language"),
         }
         translate_fn = saved_model_translator(loaded)
     else:
         from keras_transformer.evaluation.translators import run_translator
-        from keras_transformer.runs import load_run
+        from keras_transformer.runs import RunDir
 
         if not os.path.isdir(args.run):
             raise FileNotFoundError(
                 f"{args.run} does not exist: train a run first "
                 f"(`keras-transformer train --run {args.run} ...`)."
             )
-        run = load_run(args.run, weights=args.weights)
-        split = None if args.data else (args.split or "test")
+        run = RunDir(args.run).load(args.weights)
+        split = None if data else (args.split or "test")
         if split:
             sources, references = run.split(split)
             if not sources:
                 raise ValueError(f"The {split} split of {args.run} is empty; evaluate another, or --data.")
         else:
-            sources, references = read_pairs(args.data)
+            sources, references = sources_and_targets(data.read())
         beam = args.beam or DEFAULT_BEAM
         facts = {
             "run": os.path.abspath(args.run),
             "split": split,
-            "data": None if split else os.path.abspath(args.data),
+            "data": None if split else data.describe(),
             "beam": beam,
             "alpha": DEFAULT_ALPHA,
-            "weights": os.path.relpath(run.weights_path, args.run),
+            "weights": run.weights.record(relative_to=args.run),
             "target_language": run.config.get("data", {}).get("target_language"),
         }
         translate_fn = run_translator(run, beam_width=beam, alpha=DEFAULT_ALPHA)
@@ -162,8 +143,10 @@ def _prepare(args):
 
 
 def run(args):
+    from keras_transformer import files
     from keras_transformer.evaluation.scoring import bleu_tokenizer_for
     from keras_transformer.evaluation.scoring import evaluate
+    from keras_transformer.runs import RunDir
 
     translate_fn, sources, references, facts = _prepare(args)
     tokenize = args.tokenize or bleu_tokenizer_for(facts["target_language"])
@@ -175,13 +158,17 @@ def run(args):
         translate_fn, sources, references, batch_size=args.batch_size, tokenize=tokenize,
         progress=not args.no_progress,
     )
-    _write_lines(output, result.hypotheses)
+    files.write_lines(output, result.hypotheses)
 
     for source, reference, hypothesis in list(zip(sources, references, result.hypotheses))[: args.show]:
         print(f"source:      {source}\nreference:   {reference}\ntranslation: {hypothesis}\n")
     print(result.bleu_text)
     print(result.chrf_text)
     print(f"{result.sentences} sentences, beam {facts['beam'] or '(as exported)'}; hypotheses: {output}")
+    if facts.get("weights"):
+        weights = facts["weights"]
+        print(f"weights: {weights['kind']} ({weights['path']}, epoch {weights['epoch']}, "
+              f"step {weights['step']}, validation loss {weights['val_loss']})")
     if facts.get("split"):
         record = {
             **result.summary(),
@@ -191,8 +178,8 @@ def run(args):
             "hypotheses": os.path.abspath(output),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
-        path = os.path.join(args.run, EVALUATION_NAME)
-        _write_json(path, record)
-        print(f"evaluation: {path}")
+        run_dir = RunDir(args.run)
+        run_dir.write_evaluation(record)
+        print(f"evaluation: {run_dir.evaluation_path}")
     sys.stdout.flush()
     return 0

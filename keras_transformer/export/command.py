@@ -1,10 +1,15 @@
-"""`keras-transformer export`: a run folder → `export/<name>/<version>/` for TF Serving."""
+"""`keras-transformer export`: a run folder → `export/<name>/<version>/` for TF Serving.
 
-import os
+The run's best weights are exported unless `--weights` says otherwise; the manifest
+records which (kind, file, epoch, step, validation loss).
+"""
+
+from keras_transformer.runs import add_weights_argument
 
 
 def add_arguments(parser):
     parser.add_argument("--run", required=True, help="the run folder written by `train`")
+    add_weights_argument(parser)
     parser.add_argument("--name", required=True, help="model name, e.g. zh_en")
     parser.add_argument("--base", default="export", help="TF Serving base path (default: export)")
     parser.add_argument("--version", type=int, default=None,
@@ -38,29 +43,26 @@ def library_versions():
 
 
 def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
-               max_length=None, xla=False, overwrite=False, keras_file=True):
-    """Exports the model of a run folder; returns the version folder's path."""
-    import json
+               max_length=None, xla=False, overwrite=False, keras_file=True, weights="best"):
+    """Exports the model of a run folder; returns the version folder's path.
 
+    `weights`: "best", "last", "average" or a weights file (`RunDir.weights`).
+    """
     from keras_transformer.export.module import TranslationModule
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
-    from keras_transformer.runs import EVALUATION_NAME
-    from keras_transformer.runs import load_run
+    from keras_transformer.runs import RunDir
 
     check_model_name(name)
-    run = load_run(run_dir)
+    run_folder = RunDir(run_dir)
+    run = run_folder.load(weights)
     module = TranslationModule(
         run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
         beam_width=beam, alpha=alpha, max_output_length=max_length, jit_compile=xla,
     )
     test_sources, _ = run.split("test")
     warmup = test_sources[:4] or ["你好。"]
-    evaluation_path = os.path.join(run_dir, EVALUATION_NAME)
-    evaluation = None
-    if os.path.exists(evaluation_path):
-        with open(evaluation_path, encoding="utf-8") as file:
-            evaluation = json.load(file)
+    evaluation = run_folder.read_evaluation()
     data = run.config["data"]
     manifest = {
         "model": run.config["model"],
@@ -71,22 +73,21 @@ def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
         "target_vocab_size": run.target_tokenizer.vocab_size,
         "max_source_length": run.max_source_length,
         "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla},
-        "weights": os.path.relpath(run.weights_path, run_dir),
+        "weights": run.weights.record(relative_to=run_dir),
         "test_score": evaluation,
         "exported_with": library_versions(),
     }
     return write_export(
         module, base, name, version=version, overwrite=overwrite, warmup_texts=warmup,
         manifest=manifest, keras_model=run.model if keras_file else None,
-        asset_files=[os.path.join(run_dir, data["source_tokenizer"]),
-                     os.path.join(run_dir, data["target_tokenizer"])],
+        asset_files=list(run_folder.tokenizer_paths(run.config)),
     )
 
 
 def run(args):
     path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
                       alpha=args.alpha, max_length=args.max_length, xla=args.xla,
-                      overwrite=args.overwrite, keras_file=args.keras)
+                      overwrite=args.overwrite, keras_file=args.keras, weights=args.weights)
     print(f"exported {path}")
     if args.xla:
         print("this export uses XLA: start TF Serving with --xla_cpu_compilation_enabled=true")

@@ -9,6 +9,7 @@ import os
 import sys
 
 from keras_transformer.plots.attention import KINDS
+from keras_transformer.runs import add_weights_argument
 
 DEFAULT_BEAM = 4
 
@@ -26,7 +27,7 @@ def add_arguments(parser):
         help="cross (output × input), encoder or decoder self-attention (default: cross)",
     )
     parser.add_argument("--beam", type=int, help=f"beam width of the run's model (default: {DEFAULT_BEAM})")
-    parser.add_argument("--weights", help="weights file of the run (default: final, else latest checkpoint)")
+    add_weights_argument(parser)
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default: 100)")
 
 

@@ -1,7 +1,7 @@
 """Training curves of a run folder: loss, accuracy and learning rate.
 
 Training (`keras_transformer.training.callbacks.RunHistory`) appends one record
-per epoch to `history.json`:
+per epoch to the run's history (read with `keras_transformer.runs.RunDir.read_history`):
 
     {"epoch": 0, "step": 212, "train_seconds": 95.1, "learning_rate": 0.00041,
      "loss": 6.2, "masked_accuracy": 0.12, "val_loss": 5.4, "val_masked_accuracy": 0.19}
@@ -12,45 +12,15 @@ x axis is the optimizer step at the end of each epoch (the epoch when a record
 has no step). Non-finite values are stored as null and left as gaps.
 
 Example:
-    >>> figure = history_figure(read_history("runs/zh-en"))  # doctest: +SKIP
+    >>> figure = history_figure(RunDir("runs/zh-en").read_history(required=True))  # doctest: +SKIP
     >>> save_checked(figure, "history.png")  # doctest: +SKIP
 """
 
-import json
 import math
-import os
 
-HISTORY_NAME = "history.json"
 # Record fields that are not curves.
 _NOT_CURVES = ("epoch", "step", "train_seconds")
 LEARNING_RATE = "learning_rate"
-
-
-def read_history(run_dir):
-    """The epoch records of a run folder's history.json, with clear errors.
-
-    Raises:
-        FileNotFoundError: no run folder, or no history.json yet.
-        ValueError: a history.json that is not a non-empty list of records.
-    """
-    if not os.path.isdir(run_dir):
-        raise FileNotFoundError(f"{run_dir} does not exist: train a run first.")
-    path = os.path.join(run_dir, HISTORY_NAME)
-    if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"{path} does not exist: training writes it at the end of each epoch; "
-            "wait for the first epoch to end."
-        )
-    with open(path, encoding="utf-8") as file:
-        try:
-            records = json.load(file)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError(f"{path} must hold a list of epoch records.")
-    if not records:
-        raise ValueError(f"{path} has no epochs yet: wait for the first epoch to end.")
-    return records
 
 
 def _number(value):
@@ -93,7 +63,7 @@ def history_figure(records, title=None):
     "val_loss", "learning_rate", ...) and whose label says training or validation.
 
     Args:
-        records: the list from `read_history`.
+        records: the list from `RunDir.read_history`.
         title: figure title.
 
     Returns:

@@ -3,8 +3,7 @@
     keras-transformer plot-history --run runs/zh-en -o history.png
 """
 
-from keras_transformer.plots.history import history_figure
-from keras_transformer.plots.history import read_history
+from keras_transformer.runs import RunDir
 
 
 def add_arguments(parser):
@@ -15,8 +14,9 @@ def add_arguments(parser):
 
 def run(args):
     from keras_transformer.plots.fonts import save_checked
+    from keras_transformer.plots.history import history_figure
 
-    records = read_history(args.run)
+    records = RunDir(args.run).read_history(required=True)
     figure = history_figure(records, title=f"{args.run}: {len(records)} epochs")
     save_checked(figure, args.output, dpi=args.dpi)
     print(f"training history ({len(records)} epochs): {args.output}")

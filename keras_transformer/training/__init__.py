@@ -2,9 +2,10 @@
 
 Modules: `losses` (masked, label-smoothed cross-entropy; masked token accuracy),
 `schedule` (warmup-then-rsqrt learning rate), `strategy` (tf.distribute from the
-command line), `callbacks` (backup/restore, checkpoints, time budget, history),
+command line), `config` (`TrainingConfig`: every training setting, its default and
+help), `callbacks` (backup, checkpoints, best weights, time budget, history),
 `trainer` (`train`, `prepare_run`, `compile_model`), `command` (`keras-transformer
-train`). Names load lazily so that `--help` does not import TensorFlow.
+train`), `average` (`keras-transformer average`). Names load lazily so that `--help` does not import TensorFlow.
 """
 
 import importlib
@@ -17,8 +18,10 @@ _LAZY = {
     "STRATEGIES": "strategy",
     "make_strategy": "strategy",
     "is_chief": "strategy",
-    "ResumableBackup": "callbacks",
-    "WeightsCheckpoint": "callbacks",
+    "TrainingConfig": "config",
+    "RunBackup": "callbacks",
+    "Checkpoints": "callbacks",
+    "BestWeights": "callbacks",
     "TimeBudget": "callbacks",
     "RunHistory": "callbacks",
     "make_callbacks": "callbacks",
@@ -27,7 +30,6 @@ _LAZY = {
     "make_optimizer": "trainer",
     "prepare_run": "trainer",
     "read_run_config": "trainer",
-    "read_split": "trainer",
     "train": "trainer",
 }
 

@@ -1,48 +1,31 @@
 """Callbacks that make a training run resumable, bounded and observable.
 
-The run folder (see `keras_transformer.training.trainer`) holds what they write:
+They are built only on Keras' public callback hooks (`on_epoch_begin`,
+`on_train_batch_end`, ...) and write through `keras_transformer.runs.RunDir`,
+which owns the layout and writes every file atomically:
 
-    backup/        BackupAndRestore's state: latest weights + optimizer, epoch, step
-    checkpoints/   step-00001200.weights.h5 ... (the last `keep` ones)
-    history.json   one record per epoch, kept across resumes (history.csv alike)
+    backup/        the newest training state (weights + optimizer, epoch, step): `RunBackup`
+    checkpoints/   step-<step>.weights.h5 and epoch-<epoch>.weights.h5: `Checkpoints`
+    best.weights.h5, best.json    the lowest validation loss so far: `BestWeights`
+    history.json, history.csv     one record per epoch, kept across resumes: `RunHistory`
     logs/          TensorBoard events (train/ and validation/)
 
-Every file is written to a temporary name and then renamed, so a process killed
-with SIGKILL leaves either the previous file or the new one, never half of one.
+Restoring is not a callback: the trainer loads the backup before `fit` and passes
+its epoch as `fit(initial_epoch=...)` (`restore_backup`). Keras' own
+`BackupAndRestore` is not used: its epoch counter restarts at 0 after a restore
+(so a step backup written after a resume records epoch 0), and it overwrites its
+files in place (a kill while saving leaves a broken backup).
 """
 
-import csv
 import importlib.util
-import json
 import math
-import os
 import time
 import warnings
 
 import keras
 
-from keras_transformer.runs import CHECKPOINT_DIR  # the run folder layout: one definition
-
-BACKUP_DIR = "backup"
-HISTORY_JSON = "history.json"
-HISTORY_CSV = "history.csv"
-LOG_DIR = "logs"
-
-
-def _atomic_write_text(path, text):
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-
-
-def _atomic_save_weights(model, path):
-    directory, name = os.path.split(path)
-    temporary = os.path.join(directory, f".tmp-{os.getpid()}-{name}")
-    model.save_weights(temporary, overwrite=True)
-    os.replace(temporary, path)
+from keras_transformer.runs import LOG_DIR
+from keras_transformer.runs import RunDir
 
 
 def optimizer_step(model):
@@ -55,94 +38,105 @@ def _finite_loss(logs):
     return loss is None or math.isfinite(float(loss))
 
 
-class ResumableBackup(keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` with atomic saves, kept after training.
-
-    Differences from the base class: the backup is written atomically; with a
-    step frequency, at optimizer steps that are multiples of it (as
-    `WeightsCheckpoint`, so both hold the same steps); also at every epoch end and
-    at the end of training (so a run stopped by a time budget or early stopping
-    resumes from its very last state); never after a non-finite loss (a NaN
-    state is not worth resuming); it is not deleted when training ends (running
-    again continues the run); the metadata records the optimizer step; and the
-    epoch counter is right after a resume (the base class restarts it at 0, so a
-    second interruption would rewind the epoch).
+def restore_backup(model, run_dir):
+    """Loads a run's newest backup into a compiled model with a built optimizer.
 
     Args:
-        backup_dir: folder for the backup, used by nothing else.
-        save_freq: "epoch", or save every this many steps.
+        model: the model (call under its strategy's scope).
+        run_dir: the `RunDir` holding the backup.
+
+    Returns:
+        The epoch to resume at (0 when there is no backup).
+    """
+    state = run_dir.read_backup()
+    if state is None:
+        return 0
+    model.load_weights(state["weights"])
+    return int(state["epoch"])
+
+
+class RunBackup(keras.callbacks.Callback):
+    """Saves the training state so that a run killed at any time can resume.
+
+    Saves at optimizer steps that are multiples of `save_freq` (as `Checkpoints`,
+    so both hold the same steps), at every epoch end and at the end of training
+    (so a run stopped by a time budget or early stopping resumes from its very
+    last state); never after a non-finite loss (a NaN state is not worth
+    resuming). The state records the epoch to resume at and the optimizer step.
+
+    Args:
+        run_dir: the `RunDir` to save into.
+        save_freq: "epoch", or also every this many optimizer steps.
 
     Example:
-        >>> backup = ResumableBackup("runs/zh-en/backup", save_freq=200)  # doctest: +SKIP
+        >>> backup = RunBackup(RunDir("runs/zh-en"), save_freq=200)  # doctest: +SKIP
     """
 
-    def __init__(self, backup_dir, save_freq="epoch"):
-        super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=False)
+    def __init__(self, run_dir, save_freq="epoch"):
+        super().__init__()
+        self.run_dir = run_dir
+        self.save_freq = save_freq
+        self._epoch = None
         self._poisoned = False
         self._saved = None
 
     def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        self._current_epoch = getattr(self.model, "_initial_epoch", 0) or 0
-        self._poisoned = False
-        self._saved = None
+        self._epoch, self._poisoned, self._saved = None, False, None
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._current_epoch = epoch
+        self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
-        self._last_batch_seen = batch
         if not _finite_loss(logs):
             self._poisoned = True
         if self.save_freq != "epoch" and optimizer_step(self.model) % self.save_freq == 0:
-            self._save_model()
+            self._save()
 
     def on_epoch_end(self, epoch, logs=None):
-        self._current_epoch = epoch + 1
-        self._last_batch_seen = 0
-        self._save_model()
+        self._epoch = epoch + 1
+        self._save()
 
     def on_train_end(self, logs=None):
-        self._save_model()
+        self._save()
 
-    def _save_model(self):
-        metadata = {
-            "epoch": self._current_epoch,
-            "batch": self._last_batch_seen,
-            "step": optimizer_step(self.model),
-        }
-        if self._poisoned or metadata == self._saved:
+    def _save(self):
+        if self._poisoned or self._epoch is None:
             return
-        os.makedirs(self.backup_dir, exist_ok=True)
-        _atomic_save_weights(self.model, self._weights_path)
-        _atomic_write_text(self._training_metadata_path, json.dumps(metadata))
-        self._saved = metadata
+        state = (self._epoch, optimizer_step(self.model))
+        if state != self._saved:
+            self.run_dir.write_backup(self.model, *state)
+            self._saved = state
 
 
-class WeightsCheckpoint(keras.callbacks.Callback):
-    """Saves the weights (with the optimizer state) every N steps and each epoch.
+class Checkpoints(keras.callbacks.Callback):
+    """Saves the weights (with the optimizer state) every N steps and at each epoch end.
 
-    Files are named after the optimizer step, `step-00001200.weights.h5`, so names
-    keep increasing across resumes; only the newest `keep` files are kept.
+    Step checkpoints are named after the optimizer step (`step-00001200.weights.h5`),
+    so names keep increasing across resumes; the newest `keep` are kept. Each epoch
+    end also keeps `epoch-0007.weights.h5` (the newest `keep_epochs` of them), the
+    checkpoints `keras-transformer average` averages: step checkpoints are too close
+    together to be worth averaging, and too few survive.
 
     Args:
-        directory: the checkpoints folder.
+        run_dir: the `RunDir` to save into.
         save_freq: "epoch", or also save at steps that are multiples of this.
-        keep: how many checkpoints to keep (>= 1).
+        keep: how many step checkpoints to keep (>= 1).
+        keep_epochs: how many epoch checkpoints to keep (0: none).
 
     Example:
-        >>> WeightsCheckpoint("runs/zh-en/checkpoints", save_freq=500, keep=3)  # doctest: +SKIP
+        >>> Checkpoints(RunDir("runs/zh-en"), save_freq=500, keep=3, keep_epochs=5)  # doctest: +SKIP
     """
 
-    def __init__(self, directory, save_freq="epoch", keep=3):
+    def __init__(self, run_dir, save_freq="epoch", keep=3, keep_epochs=5):
         super().__init__()
         if save_freq != "epoch" and (not isinstance(save_freq, int) or save_freq < 1):
             raise ValueError(f"`save_freq` must be 'epoch' or a positive int; received {save_freq!r}.")
         if keep < 1:
             raise ValueError(f"`keep` must be at least 1; received {keep}.")
-        self.directory = directory
+        self.run_dir = run_dir
         self.save_freq = save_freq
         self.keep = keep
+        self.keep_epochs = keep_epochs
 
     def on_train_begin(self, logs=None):
         self._poisoned = False
@@ -154,40 +148,50 @@ class WeightsCheckpoint(keras.callbacks.Callback):
         if self.save_freq != "epoch" and not self._poisoned:
             step = optimizer_step(self.model)
             if step % self.save_freq == 0:
-                self.save(step)
+                self._save_step(step)
 
     def on_epoch_end(self, epoch, logs=None):
         # Also with a step frequency: the backup is written at epoch ends too, and
         # every state the backup holds should have its checkpoint.
-        if not self._poisoned:
-            self.save(optimizer_step(self.model))
-
-    def save(self, step):
-        if step == self._last_saved_step:
+        if self._poisoned:
             return
-        self._last_saved_step = step
-        path = checkpoint_path(self.directory, step)
-        os.makedirs(self.directory, exist_ok=True)
-        _atomic_save_weights(self.model, path)
-        for old in list_checkpoints(self.directory)[: -self.keep]:
-            os.remove(old)
+        path = self._save_step(optimizer_step(self.model))
+        if self.keep_epochs:
+            self.run_dir.save_checkpoint(self.model, "epoch", epoch, self.keep_epochs, same_as=path)
+
+    def _save_step(self, step):
+        if step != self._last_saved_step:
+            self._last_saved_step = step
+            self.run_dir.save_checkpoint(self.model, "step", step, self.keep)
+        return self.run_dir.step_checkpoint_path(step)
 
 
-def checkpoint_path(directory, step):
-    """The file name of the checkpoint written at optimizer step `step`."""
-    return os.path.join(directory, f"step-{step:08d}.weights.h5")
+class BestWeights(keras.callbacks.Callback):
+    """Keeps the weights of the lowest validation loss (`best.weights.h5`, `best.json`).
 
+    Written at the end of an epoch whose `val_loss` is finite and lower than every
+    earlier one of the run (across resumes: the stored best is read first), with the
+    epoch, the optimizer step and the validation loss.
 
-def list_checkpoints(directory):
-    """Checkpoint files in `directory`, oldest first."""
-    if not os.path.isdir(directory):
-        return []
-    names = sorted(
-        name
-        for name in os.listdir(directory)
-        if name.startswith("step-") and name.endswith(".weights.h5")
-    )
-    return [os.path.join(directory, name) for name in names]
+    Args:
+        run_dir: the `RunDir` to save into.
+    """
+
+    def __init__(self, run_dir):
+        super().__init__()
+        self.run_dir = run_dir
+        self.best = math.inf
+
+    def on_train_begin(self, logs=None):
+        stored = self.run_dir.read_best()
+        self.best = math.inf if stored is None else float(stored["val_loss"])
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get("val_loss")
+        if value is None or not math.isfinite(float(value)) or float(value) >= self.best:
+            return
+        self.best = float(value)
+        self.run_dir.write_best(self.model, epoch, optimizer_step(self.model), self.best)
 
 
 class TimeBudget(keras.callbacks.Callback):
@@ -252,34 +256,39 @@ class TimeBudget(keras.callbacks.Callback):
 
 
 class RunHistory(keras.callbacks.Callback):
-    """Appends one record per epoch to `history.json` and `history.csv`.
+    """Appends one record per epoch to the run's history (`RunDir.write_history`).
 
-    A resumed run first drops the records of epochs it is about to redo, so the
-    files read as one run. Each record has the epoch, the optimizer step, the
-    learning rate, the training seconds of the whole run so far and the logs
-    (loss, masked_accuracy, val_loss, val_masked_accuracy).
+    A resumed run first drops the records of the epochs it is about to redo (from
+    the first epoch `fit` begins), so the history reads as one run. Each record has
+    the epoch, the optimizer step, the learning rate, the training seconds of the
+    whole run so far and the logs (loss, masked_accuracy, val_loss,
+    val_masked_accuracy); non-finite values are stored as null.
 
     Args:
-        run_dir: the folder for both files.
+        run_dir: the `RunDir`.
 
     Example:
-        >>> json.load(open("runs/zh-en/history.json"))[-1]["val_loss"]  # doctest: +SKIP
+        >>> RunDir("runs/zh-en").read_history()[-1]["val_loss"]  # doctest: +SKIP
     """
 
     def __init__(self, run_dir):
         super().__init__()
-        self.json_path = os.path.join(run_dir, HISTORY_JSON)
-        self.csv_path = os.path.join(run_dir, HISTORY_CSV)
+        self.run_dir = run_dir
         self.records = []
         self._start = None
         self._previous_seconds = 0.0
+        self._first_epoch = None
 
     def on_train_begin(self, logs=None):
-        self.records = read_history(os.path.dirname(self.json_path))
-        initial_epoch = getattr(self.model, "_initial_epoch", 0) or 0
-        self.records = [record for record in self.records if record["epoch"] < initial_epoch]
-        self._previous_seconds = self.records[-1]["train_seconds"] if self.records else 0.0
+        self.records = self.run_dir.read_history()
+        self._first_epoch = None
         self._start = time.monotonic()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._first_epoch is None:
+            self._first_epoch = epoch
+            self.records = [record for record in self.records if record["epoch"] < epoch]
+            self._previous_seconds = self.records[-1]["train_seconds"] if self.records else 0.0
 
     def on_epoch_end(self, epoch, logs=None):
         record = {
@@ -292,49 +301,28 @@ class RunHistory(keras.callbacks.Callback):
             value = float(value)
             record[key] = value if math.isfinite(value) else None
         self.records.append(record)
-        self._write()
-
-    def _write(self):
-        _atomic_write_text(self.json_path, json.dumps(self.records, indent=1))
-        keys = []
-        for record in self.records:
-            keys.extend(key for key in record if key not in keys)
-        temporary = f"{self.csv_path}.tmp-{os.getpid()}"
-        with open(temporary, "w", newline="", encoding="utf-8") as file:
-            writer = csv.DictWriter(file, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(self.records)
-        os.replace(temporary, self.csv_path)
-
-
-def read_history(run_dir):
-    """The epoch records of a run folder ([] when there are none yet)."""
-    path = os.path.join(run_dir, HISTORY_JSON)
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
+        self.run_dir.write_history(self.records)
 
 
 class RunProgress(keras.callbacks.Callback):
-    """Records where `fit` started (after the backup was restored) and how far it got.
+    """Records the step `fit` started from and the epochs the run has completed.
+
+    Args:
+        initial_epoch: the epoch `fit` starts at (from the backup).
 
     Attributes:
         initial_step: optimizer step at the start of training.
-        initial_epoch: epoch training started at.
         epochs_done: epochs completed by the run as a whole.
     """
 
-    def __init__(self):
+    def __init__(self, initial_epoch=0):
         super().__init__()
+        self.initial_epoch = initial_epoch
         self.initial_step = 0
-        self.initial_epoch = 0
-        self.epochs_done = 0
+        self.epochs_done = initial_epoch
 
     def on_train_begin(self, logs=None):
         self.initial_step = optimizer_step(self.model)
-        self.initial_epoch = getattr(self.model, "_initial_epoch", 0) or 0
-        self.epochs_done = self.initial_epoch
 
     def on_epoch_end(self, epoch, logs=None):
         self.epochs_done = epoch + 1
@@ -353,26 +341,28 @@ def make_callbacks(
     run_dir,
     save_freq="epoch",
     keep_checkpoints=3,
+    keep_epoch_checkpoints=5,
     minutes=None,
     patience=5,
     strategy=None,
-    private_dir=None,
+    state_dir=None,
     tensorboard_update_freq="epoch",
 ):
     """The training callbacks of a run folder, in the order they must run.
 
     Args:
-        run_dir: the run folder.
+        run_dir: the `RunDir` (or its path).
         save_freq: "epoch" or a number of steps, for both the backup and the
             checkpoints.
         keep_checkpoints: how many step checkpoints to keep.
+        keep_epoch_checkpoints: how many epoch checkpoints to keep.
         minutes: time budget of this `fit` call (None for none).
         patience: epochs without a lower val_loss before early stopping (None
             disables early stopping).
         strategy: the distribution strategy.
-        private_dir: where a non-chief worker writes its backup and checkpoints
-            (None on the chief: everything goes into `run_dir`). Non-chief workers
-            write no history or TensorBoard logs.
+        state_dir: the `RunDir` where a non-chief worker writes its backup,
+            checkpoints and best weights (None on the chief: everything goes into
+            `run_dir`). Non-chief workers write no history or TensorBoard logs.
         tensorboard_update_freq: "epoch" or a number of steps between logged
             training summaries.
 
@@ -380,16 +370,17 @@ def make_callbacks(
         `(callbacks, time_budget)`: the list for `fit`, and the `TimeBudget`
         (whose `stopped` tells whether the budget ended the run).
     """
-    state_dir = private_dir or run_dir
+    run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    chief = state_dir is None
+    state_dir = state_dir or run_dir
     time_budget = TimeBudget(minutes, strategy=strategy)
     callbacks = [
         # Saves before the backup at the same step, so a kill between the two leaves
         # a checkpoint of every step the backup may hold.
-        WeightsCheckpoint(
-            os.path.join(state_dir, CHECKPOINT_DIR), save_freq=save_freq, keep=keep_checkpoints
-        ),
-        # Restores weights, optimizer state and epoch before anyone else reads them.
-        ResumableBackup(os.path.join(state_dir, BACKUP_DIR), save_freq=save_freq),
+        Checkpoints(state_dir, save_freq=save_freq, keep=keep_checkpoints,
+                    keep_epochs=keep_epoch_checkpoints),
+        RunBackup(state_dir, save_freq=save_freq),
+        BestWeights(state_dir),
         keras.callbacks.TerminateOnNaN(),
         time_budget,
     ]
@@ -397,12 +388,12 @@ def make_callbacks(
         callbacks.append(
             keras.callbacks.EarlyStopping(monitor="val_loss", patience=patience, verbose=1)
         )
-    if private_dir is None:
+    if chief:
         callbacks.append(RunHistory(run_dir))
         if tensorboard_available():
             callbacks.append(
                 keras.callbacks.TensorBoard(
-                    log_dir=os.path.join(run_dir, LOG_DIR), update_freq=tensorboard_update_freq
+                    log_dir=run_dir.file(LOG_DIR), update_freq=tensorboard_update_freq
                 )
             )
         else:

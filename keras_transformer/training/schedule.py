@@ -18,8 +18,8 @@ are sized from the step counts, not yet tuned by quality runs.
 import keras
 from keras import ops
 
-DEFAULT_WARMUP_STEPS = 250
-DEFAULT_SCALE = 0.3
+from keras_transformer.training.config import DEFAULT_SCALE
+from keras_transformer.training.config import DEFAULT_WARMUP_STEPS
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -1,44 +1,27 @@
 """Training a translator with `model.fit`, into a resumable run folder.
 
-The run folder is the contract between `train` and the later steps (evaluate,
-export):
-
-    config.json           {"preset", "model": TransformerConfig fields, "data": corpus,
-                           split and tokenizer settings, "training": fit settings}
-    source.model          SentencePiece models (keras_transformer.data.tokenizer)
-    target.model
-    splits/{train,validation,test}.tsv    source<TAB>target, the split used
-    backup/ checkpoints/ history.json history.csv logs/   (see callbacks.py)
-    model.keras           the whole model at the end of training
-    final.weights.h5      its weights (with the optimizer state)
-
-The first call prepares the folder (split, tokenizers, config); any later call on
-the same folder reads it back and resumes from the backup: same weights, same
-optimizer state and step counter, same epoch.
+The run folder (its layout: `keras_transformer.runs.RunDir`) is the contract
+between `train` and the later steps (evaluate, export). The first call prepares it
+(split, tokenizers, config.json); any later call on the same folder reads it back
+and resumes from the backup: same weights, same optimizer state and step counter,
+same epoch. The training settings are a `TrainingConfig`, stored in config.json.
 
 Shape notation: B batch, S source length, T target length.
 """
 
 import dataclasses
-import json
 import math
 import os
 import sys
 import warnings
 
-from keras_transformer.runs import CONFIG_NAME
-from keras_transformer.runs import FINAL_WEIGHTS_NAME
-from keras_transformer.runs import SPLIT_DIR
-from keras_transformer.training.schedule import DEFAULT_SCALE
-from keras_transformer.training.schedule import DEFAULT_WARMUP_STEPS
+from keras_transformer.runs import RunDir
+from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
 
-MODEL_NAME = "model.keras"
 FORMAT_VERSION = 1
-
-MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
 
 # Defaults by device, chosen by measurement. On the 2-core CPU (small preset, the
 # bundled corpus, 4,096-token batches; the machine shared with other jobs, so
@@ -62,24 +45,6 @@ CPU_DEFAULTS = {"jit_compile": False, "mixed_precision": "none"}
 CPU_BF16_DEFAULTS = {"jit_compile": False, "mixed_precision": "mixed_bfloat16"}
 GPU_DEFAULTS = {"jit_compile": True, "mixed_precision": "mixed_bfloat16"}
 
-# Training settings: defaults, used when neither the call nor the run folder sets one.
-TRAINING_DEFAULTS = {
-    "epochs": 1000,  # a time budget or early stopping usually ends the run first
-    "token_budget": 4096,
-    "warmup_steps": DEFAULT_WARMUP_STEPS,
-    "lr_scale": DEFAULT_SCALE,
-    "label_smoothing": 0.1,
-    "clipnorm": None,
-    "jit_compile": None,  # None: by device, see CPU_DEFAULTS / GPU_DEFAULTS
-    "mixed_precision": None,
-    "save_freq": 200,  # steps between checkpoints/backups (and at each epoch end)
-    "keep_checkpoints": 3,
-    "patience": 5,
-    "validation_batch_size": 128,
-    "seed": 0,
-}
-
-
 def device_defaults():
     """`jit_compile` and mixed-precision defaults for the local accelerator."""
     import tensorflow as tf
@@ -102,44 +67,13 @@ def cpu_has_bfloat16():
 
 
 def read_run_config(run_dir):
-    """The parsed `config.json` of a run folder."""
-    path = os.path.join(run_dir, CONFIG_NAME)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} does not exist; is {run_dir} a run folder?")
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
-
-
-def write_run_config(run_dir, config):
-    """Writes `config.json` atomically."""
-    path = os.path.join(run_dir, CONFIG_NAME)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(config, file, indent=2, sort_keys=True)
-        file.write("\n")
-    os.replace(temporary, path)
-
-
-def _write_pairs(path, pairs):
-    with open(path, "w", encoding="utf-8") as file:
-        for pair in pairs:
-            file.write(f"{pair.source}\t{pair.target}\n")
-
-
-def read_split(run_dir, part):
-    """The (sources, targets) of one split part ("train", "validation", "test")."""
-    from keras_transformer.data.corpus import read_tsv
-    from keras_transformer.data.corpus import sources_and_targets
-
-    path = os.path.join(run_dir, SPLIT_DIR, f"{part}.tsv")
-    if os.path.getsize(path) == 0:
-        return [], []
-    return sources_and_targets(read_tsv(path, 0, 1))
+    """The parsed `config.json` of a run folder (`RunDir(run_dir).read_config()`)."""
+    return RunDir(run_dir).read_config()
 
 
 def prepare_run(
     run_dir,
-    data_path,
+    data,
     src="zh",
     tgt="en",
     preset="small",
@@ -158,12 +92,13 @@ def prepare_run(
 
     Args:
         run_dir: the run folder (created).
-        data_path: tab-separated corpus.
+        data: the corpus: a `keras_transformer.data.corpus.PairFiles` (a TSV's
+            columns or two line-aligned files), or the path of a tab-separated file.
         src: source language code.
         tgt: target language code.
         preset: model preset name ("tiny", "small", "base", "big").
-        source_column: 0-based column of the source; None for the cmn.txt layout
-            of `src`.
+        source_column: with a path: 0-based column of the source; None for the
+            Tatoeba (cmn.txt) layout of `src`.
         target_column: likewise for the target.
         max_pairs: use only the first this many pairs (None: all).
         split_seed: seed of the train/validation/test split.
@@ -177,8 +112,8 @@ def prepare_run(
     Returns:
         The run config (the dict written to `config.json`, without "training").
     """
+    from keras_transformer.data.corpus import PairFiles
     from keras_transformer.data.corpus import columns_for
-    from keras_transformer.data.corpus import read_tsv
     from keras_transformer.data.corpus import sources_and_targets
     from keras_transformer.data.corpus import split_pairs
     from keras_transformer.data.pipeline import DEFAULT_MAX_SOURCE_LENGTH
@@ -187,13 +122,19 @@ def prepare_run(
     from keras_transformer.data.tokenizer import train_tokenizers
     from keras_transformer.models.config import preset as make_preset
 
-    if data_path is None:
-        raise ValueError(f"{run_dir} is not a run folder yet: pass the corpus (--data).")
-    if (source_column is None) != (target_column is None):
-        raise ValueError("Give both the source and the target column, or neither.")
-    if source_column is None:
-        source_column, target_column = columns_for(src, tgt)
-    pairs = read_tsv(data_path, source_column, target_column)
+    run = RunDir(run_dir)
+    if data is None:
+        raise ValueError(
+            f"{run_dir} is not a run folder yet: pass the corpus (--data, or "
+            "--source-file/--target-file)."
+        )
+    if not isinstance(data, PairFiles):
+        if (source_column is None) != (target_column is None):
+            raise ValueError("Give both the source and the target column, or neither.")
+        if source_column is None:
+            source_column, target_column = columns_for(src, tgt)
+        data = PairFiles(str(data), source_column=source_column, target_column=target_column)
+    pairs = data.read()
     if max_pairs is not None:
         pairs = pairs[:max_pairs]
     split = split_pairs(pairs, validation_fraction, test_fraction, seed=split_seed)
@@ -203,15 +144,14 @@ def prepare_run(
             f"{len(split.validation)} for validation; use a larger corpus."
         )
 
-    os.makedirs(os.path.join(run_dir, SPLIT_DIR), exist_ok=True)
     for part in ("train", "validation", "test"):
-        _write_pairs(os.path.join(run_dir, SPLIT_DIR, f"{part}.tsv"), getattr(split, part))
+        run.write_split(part, getattr(split, part))
     train_sources, train_targets = sources_and_targets(split.train)
     try:
         source_path, target_path = train_tokenizers(
             train_sources,
             train_targets,
-            run_dir,
+            run.path,
             source_language=src,
             target_language=tgt,
             source_vocab_size=source_vocab_size,
@@ -236,11 +176,9 @@ def prepare_run(
         "preset": preset,
         "model": model_config.to_dict(),
         "data": {
-            "path": os.path.abspath(data_path),
+            **data.describe(),
             "source_language": src,
             "target_language": tgt,
-            "source_column": source_column,
-            "target_column": target_column,
             "max_pairs": max_pairs,
             "split_seed": split_seed,
             "validation_fraction": validation_fraction,
@@ -250,7 +188,7 @@ def prepare_run(
                 "validation": len(split.validation),
                 "test": len(split.test),
             },
-            "splits": {part: f"{SPLIT_DIR}/{part}.tsv" for part in ("train", "validation", "test")},
+            "splits": {part: os.path.relpath(run.split_path(part), run.path) for part in ("train", "validation", "test")},
             "source_tokenizer": os.path.basename(source_path),
             "target_tokenizer": os.path.basename(target_path),
             "joint_vocabulary": bool(joint_vocabulary),
@@ -258,7 +196,7 @@ def prepare_run(
             "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
         },
     }
-    write_run_config(run_dir, config)
+    run.write_config(config)
     return config
 
 
@@ -294,10 +232,10 @@ def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precisi
 
 def compile_model(
     model,
-    warmup_steps=TRAINING_DEFAULTS["warmup_steps"],
-    lr_scale=TRAINING_DEFAULTS["lr_scale"],
+    warmup_steps=TrainingConfig.warmup_steps,
+    lr_scale=TrainingConfig.lr_scale,
     clipnorm=None,
-    label_smoothing=TRAINING_DEFAULTS["label_smoothing"],
+    label_smoothing=TrainingConfig.label_smoothing,
     jit_compile=False,
     mixed_precision="none",
 ):
@@ -325,43 +263,73 @@ def compile_model(
     return model
 
 
-def build_for_fit(model, dataset, strategy):
-    """Works around two failures of Keras 3's `fit` under a multi-worker strategy.
+def prepare_for_fit(model, strategy, train, validation=None):
+    """The datasets to give `fit`, and the model set up for them, under any strategy.
 
-    Keras' TensorFlow trainer (3.15) (1) builds the compiled loss and metrics from
-    one batch reduced over replicas with `strategy.reduce`, which fails for a nested
-    batch, and (2) reduces each step's logs with `strategy.reduce("MEAN", v,
-    axis=0)`, which fails for scalars. Here the build is done from the dataset's
-    `element_spec` (and Keras' own skipped), and the steps return their logs with
-    shape (1,), which that reduction averages over replicas back into scalars (the
-    metric values are already synchronised, so the mean is the value). Nothing is
-    changed for other strategies.
+    Under a multi-worker strategy Keras' TensorFlow trainer (3.15) (1) reduces the
+    first batch over the replicas with `strategy.reduce("MEAN", batch)` to learn
+    its shapes, which `MultiWorkerMirroredStrategy` refuses for a nested batch (a
+    dict of features and the labels), and (2) reduces each step's logs with
+    `strategy.reduce("MEAN", value, axis=0)`, which fails for scalars. With public
+    APIs only, this function then (1) builds the compiled loss and metrics on one
+    batch (`compute_loss`, `compute_metrics`, then `reset_metrics`), so Keras has
+    nothing left to build, and packs every batch into one (B, 3, L) tensor
+    (encoder tokens, decoder tokens, labels, padded to one length L, with all-padding
+    rows added so that B divides evenly over the workers: padding is masked, so
+    nothing changes); and (2) gives the model a `train_step`/`test_step` that unpack
+    the batch and return their logs with shape (1,), which that reduction averages
+    back into scalars (the metrics are already synchronised, so the mean is the
+    value). Other strategies get their datasets back unchanged.
 
     Args:
-        model: a compiled model, created under `strategy.scope()`.
-        dataset: the training `tf.data.Dataset`.
+        model: a compiled model with a built optimizer, created under `strategy.scope()`.
         strategy: the model's `tf.distribute.Strategy`.
+        train: the training `tf.data.Dataset` of `(features, labels)`.
+        validation: the validation dataset, or None.
+
+    Returns:
+        `(train, validation)` for `fit`.
     """
-    import keras
     import tensorflow as tf
 
-    if getattr(strategy, "cluster_resolver", None) is None:
-        return
-    batch = tf.nest.map_structure(
-        lambda spec: keras.KerasTensor(spec.shape, spec.dtype.name), dataset.element_spec
-    )
-    with strategy.scope():
-        model._symbolic_build(data_batch=batch)
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    from keras_transformer.constants import PAD_ID
 
-    def with_vector_logs(step):
-        def wrapped(data):
+    if getattr(strategy, "cluster_resolver", None) is None:
+        return train, validation
+    features, labels = next(iter(train))
+    with strategy.scope():
+        predictions = model(features, training=False)
+        model.compute_loss(features, labels, predictions, training=False)
+        model.compute_metrics(features, labels, predictions, None)
+    model.reset_metrics()
+    workers = strategy.num_replicas_in_sync
+
+    @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
+    def pack(features, labels):
+        parts = [features["encoder_tokens"], features["decoder_tokens"], labels]
+        length = tf.reduce_max([tf.shape(part)[1] for part in parts])
+        rows = tf.shape(labels)[0]
+        extra_rows = (workers - rows % workers) % workers
+        return tf.stack(
+            [tf.pad(part, [[0, extra_rows], [0, length - tf.shape(part)[1]]], constant_values=PAD_ID)
+             for part in parts],
+            axis=1,
+        )
+
+    def unpacked(step):
+        def wrapped(batch):
+            data = ({"encoder_tokens": batch[:, 0], "decoder_tokens": batch[:, 1]}, batch[:, 2])
             return {name: tf.reshape(value, [1]) for name, value in step(data).items()}
 
         return wrapped
 
-    model.train_step = with_vector_logs(model.train_step)
-    model.test_step = with_vector_logs(model.test_step)
+    model.train_step = unpacked(model.train_step)
+    model.test_step = unpacked(model.test_step)
+    options = train.options()
+    train = train.map(pack).with_options(options)
+    if validation is not None:
+        validation = validation.map(pack).with_options(options)
+    return train, validation
 
 
 def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
@@ -400,8 +368,16 @@ def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def make_datasets(run_dir, run_config, settings, static_shapes=False):
-    """The training and validation `tf.data` pipelines of a run folder."""
+def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
+    """The training and validation `tf.data` pipelines of a run folder.
+
+    Args:
+        run_dir: the `RunDir`.
+        run_config: its parsed config.json.
+        config: the `TrainingConfig` (batch sizes).
+        seed: seed of the training data order.
+        static_shapes: pad batches to a few fixed shapes (for XLA).
+    """
     import tensorflow as tf
 
     from keras_transformer.data.pipeline import make_eval_dataset
@@ -409,20 +385,21 @@ def make_datasets(run_dir, run_config, settings, static_shapes=False):
     from keras_transformer.data.tokenizer import SubwordTokenizer
 
     data = run_config["data"]
-    source_tokenizer = SubwordTokenizer.from_file(os.path.join(run_dir, data["source_tokenizer"]))
-    target_tokenizer = SubwordTokenizer.from_file(os.path.join(run_dir, data["target_tokenizer"]))
+    source_path, target_path = run_dir.tokenizer_paths(run_config)
+    source_tokenizer = SubwordTokenizer.from_file(source_path)
+    target_tokenizer = SubwordTokenizer.from_file(target_path)
     lengths = dict(
         max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
     )
-    train_sources, train_targets = read_split(run_dir, "train")
-    validation_sources, validation_targets = read_split(run_dir, "validation")
+    train_sources, train_targets = run_dir.read_split("train")
+    validation_sources, validation_targets = run_dir.read_split("validation")
     train = make_training_dataset(
         train_sources,
         train_targets,
         source_tokenizer,
         target_tokenizer,
-        token_budget=settings["token_budget"],
-        seed=settings["seed"],
+        token_budget=config.token_budget,
+        seed=seed,
         **lengths,
     )
     validation = make_eval_dataset(
@@ -430,15 +407,13 @@ def make_datasets(run_dir, run_config, settings, static_shapes=False):
         validation_targets,
         source_tokenizer,
         target_tokenizer,
-        batch_size=settings["validation_batch_size"],
+        batch_size=config.validation_batch_size,
         **lengths,
     )
     if static_shapes:
         max_length = max(lengths.values())
-        train = _static_shapes(train, max_length, token_budget=settings["token_budget"])
-        validation = _static_shapes(
-            validation, max_length, rows=settings["validation_batch_size"]
-        )
+        train = _static_shapes(train, max_length, token_budget=config.token_budget)
+        validation = _static_shapes(validation, max_length, rows=config.validation_batch_size)
     options = tf.data.Options()
     # Every worker builds the same pipeline; each takes its share of every batch.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
@@ -451,103 +426,69 @@ class TrainResult:
 
     Attributes:
         run_dir: the run folder.
+        config: the `TrainingConfig` used.
         resumed: whether it continued an earlier run (from its backup).
         initial_step: the optimizer step it started from.
         step: the optimizer step it ended at.
         epochs: epochs completed in the run as a whole.
         stopped_by: "time", "early_stopping", "nan" or "epochs".
+        changed: the settings that differ from the stored run's, one line each.
         history: this call's `keras.callbacks.History.history`.
     """
 
     run_dir: str
+    config: TrainingConfig
     resumed: bool
     initial_step: int
     step: int
     epochs: int
     stopped_by: str
+    changed: list
     history: dict
-
-
-def _backup_epoch(state_dir):
-    """The epoch a backup in `state_dir` resumes at (0 when there is none)."""
-    from keras_transformer.training.callbacks import BACKUP_DIR
-
-    path = os.path.join(state_dir, BACKUP_DIR, "training_metadata.json")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return int(json.load(file).get("epoch", 0))
-    except (OSError, ValueError):
-        return 0
-
-
-def _resolve_settings(stored, given):
-    settings = dict(TRAINING_DEFAULTS)
-    settings.update({key: value for key, value in stored.items() if key in settings})
-    settings.update({key: value for key, value in given.items() if value is not None})
-    return settings
 
 
 def train(
     run_dir,
-    data_path=None,
+    config=None,
+    *,
+    data=None,
     src="zh",
     tgt="en",
     preset=None,
+    prepare_options=None,
     minutes=None,
-    epochs=None,
-    token_budget=None,
-    jit_compile=None,
-    mixed_precision=None,
     strategy="default",
     devices=None,
-    seed=None,
-    warmup_steps=None,
-    lr_scale=None,
-    clipnorm=None,
-    label_smoothing=None,
-    save_freq=None,
-    keep_checkpoints=None,
-    patience=None,
-    validation_batch_size=None,
-    prepare_options=None,
     callbacks=(),
     verbose=None,
 ):
     """Trains (or resumes training) a translator in a run folder.
 
-    Settings left as None take the run folder's stored value, else the default
-    (`TRAINING_DEFAULTS`; `jit_compile`/`mixed_precision` by device); the values
-    used are written back to `config.json`. The model's config is fixed when the
+    The settings are a `TrainingConfig`, stored in the run's config.json. A new run
+    uses `config` (None: the defaults). A resumed run uses `config` when given and
+    its stored one otherwise; the settings that differ from the stored ones are
+    printed, one line each, and the config used is stored. (The `train` command
+    builds `config` from the stored one and the flags given: a flag given
+    overrides, a flag not given keeps the stored value.) `jit_compile` and
+    `mixed_precision` left as None are chosen by device each time; the values in
+    effect are recorded under "device". The model's config is fixed when the
     folder is prepared.
 
     Args:
         run_dir: the run folder; prepared on the first call, resumed afterwards.
-        data_path: the tab-separated corpus (needed on the first call only).
-        src: source language code.
-        tgt: target language code.
-        preset: model preset for a new run (None: "small"); when resuming, None
+        config: a `TrainingConfig`, or None (see above).
+        data: the corpus of a new run: a `keras_transformer.data.corpus.PairFiles`,
+            or the path of a TSV in the Tatoeba layout of `src`/`tgt`.
+        src: source language code (of a new run).
+        tgt: target language code (of a new run).
+        preset: model preset of a new run (None: "small"); when resuming, None
             or the folder's preset.
+        prepare_options: extra `prepare_run` arguments for a new run (max_pairs,
+            vocabulary sizes, split seed and fractions, model_overrides).
         minutes: wall-time budget of this call (None: no budget).
-        epochs: total epochs of the run.
-        token_budget: most (padded) tokens per global batch.
-        jit_compile: XLA on/off; None for the device default.
-        mixed_precision: "none", "mixed_bfloat16" or "mixed_float16"; None for
-            the device default.
         strategy: "default", "mirrored" or "multi-worker" (`strategy.py`), or a
             `tf.distribute.Strategy`.
         devices: devices of the mirrored strategy (None: all local GPUs).
-        seed: seed of weights, dropout and data order.
-        warmup_steps: learning-rate warmup steps.
-        lr_scale: learning-rate schedule scale factor.
-        clipnorm: global gradient-norm clip (None: no clipping).
-        label_smoothing: ε of the loss.
-        save_freq: steps between checkpoints and backups (also at epoch ends), or
-            "epoch".
-        keep_checkpoints: step checkpoints kept.
-        patience: early-stopping patience in epochs (0 disables it).
-        validation_batch_size: sentences per validation batch.
-        prepare_options: extra `prepare_run` arguments for a new run (columns,
-            max_pairs, vocabulary sizes, split fractions, model_overrides).
         callbacks: extra Keras callbacks, run after the run folder's own.
         verbose: `fit` verbosity; None for a progress bar on a terminal, one line
             per epoch otherwise.
@@ -556,13 +497,11 @@ def train(
         A `TrainResult`.
 
     Example:
-        >>> train("runs/zh-en", "data/cmn-eng/cmn.txt", "zh", "en", "small", minutes=25)
-        ... # doctest: +SKIP
+        >>> train("runs/zh-en", TrainingConfig(epochs=30), data="data/cmn-eng/cmn.txt",
+        ...       minutes=25)  # doctest: +SKIP
     """
-    if mixed_precision is not None and mixed_precision not in MIXED_PRECISION_POLICIES:
-        raise ValueError(
-            f"Unknown mixed precision {mixed_precision!r}; accepted: {list(MIXED_PRECISION_POLICIES)}."
-        )
+    if config is not None and not isinstance(config, TrainingConfig):
+        raise TypeError(f"`config` must be a TrainingConfig or None; received {type(config).__name__}.")
     if minutes is not None and minutes <= 0:
         raise ValueError(f"`minutes` must be positive; received {minutes}.")
     # The strategy comes first: a multi-worker one must set up the runtime.
@@ -570,91 +509,92 @@ def train(
         strategy = make_strategy(strategy, devices=devices)
     import keras
 
+    run = RunDir(run_dir)
     chief = is_chief(strategy)
-    private_dir = None if chief else os.path.join(run_dir, "workers", worker_name(strategy))
-    # Non-chief workers prepare their own (identical, deterministic) copy of the run.
-    config_dir = run_dir if chief else private_dir
-    os.makedirs(config_dir, exist_ok=True)
-    config_path = os.path.join(config_dir, CONFIG_NAME)
-    resumed_folder = os.path.exists(config_path)
-    if resumed_folder:
-        run_config = read_run_config(config_dir)
+    # Non-chief workers prepare their own (identical, deterministic) copy of the run
+    # and keep their state in it.
+    state = run if chief else run.worker(worker_name(strategy))
+    os.makedirs(state.path, exist_ok=True)
+    changed = []
+    if state.exists():
+        run_config = state.read_config()
         if preset is not None and preset != run_config["preset"]:
             raise ValueError(
                 f"{run_dir} holds a run of preset {run_config['preset']!r}; received "
                 f"preset={preset!r}. Use another folder for another model."
             )
+        stored = state.read_training_config()
+        config = config or stored or TrainingConfig()
+        if stored is not None:
+            changed = config.differences(stored)
     else:
         run_config = prepare_run(
-            config_dir, data_path, src, tgt, preset or "small", **(prepare_options or {})
+            state.path, data, src, tgt, preset or "small", **(prepare_options or {})
         )
-
-    given = dict(
-        epochs=epochs, token_budget=token_budget, jit_compile=jit_compile,
-        mixed_precision=mixed_precision, seed=seed, warmup_steps=warmup_steps,
-        lr_scale=lr_scale, clipnorm=clipnorm, label_smoothing=label_smoothing,
-        save_freq=save_freq, keep_checkpoints=keep_checkpoints, patience=patience,
-        validation_batch_size=validation_batch_size,
-    )
-    stored = run_config.get("training", {})
-    settings = _resolve_settings(stored, given)
+        config = config or TrainingConfig()
+    if chief:
+        for line in changed:
+            print(f"keras-transformer train: {run_dir}: resuming with {line}", flush=True)
     # Stored as given (None = "by device"), so a run resumed on another device gets
     # that device's defaults; the values in effect are recorded under "device".
-    run_config["training"] = dict(settings)
+    run_config["training"] = config.to_dict()
     defaults = device_defaults()
-    if settings["jit_compile"] is None:
+    jit_compile = config.jit_compile
+    if jit_compile is None:
         # Keras does not support XLA with several replicas; keep it for one.
-        settings["jit_compile"] = defaults["jit_compile"] and strategy.num_replicas_in_sync == 1
-    if settings["mixed_precision"] is None:
-        settings["mixed_precision"] = defaults["mixed_precision"]
+        jit_compile = defaults["jit_compile"] and strategy.num_replicas_in_sync == 1
+    policy = config.mixed_precision or defaults["mixed_precision"]
     run_config["device"] = {
         "kind": defaults["kind"],
         "replicas": strategy.num_replicas_in_sync,
-        "jit_compile": settings["jit_compile"],
-        "mixed_precision": settings["mixed_precision"],
+        "jit_compile": jit_compile,
+        "mixed_precision": policy,
     }
-    write_run_config(config_dir, run_config)
+    state.write_config(run_config)
 
     from keras_transformer.models.config import TransformerConfig
     from keras_transformer.models.transformer import Seq2SeqTransformer
     from keras_transformer.training.callbacks import RunProgress
     from keras_transformer.training.callbacks import make_callbacks
     from keras_transformer.training.callbacks import optimizer_step
+    from keras_transformer.training.callbacks import restore_backup
 
-    keras.utils.set_random_seed(settings["seed"])
+    keras.utils.set_random_seed(config.seed)
+    backup = state.read_backup()
+    initial_epoch = int(backup["epoch"]) if backup else 0
     # A resumed run must not replay the first epochs' data order: offset the seed
     # by the epoch it resumes at.
-    data_settings = {**settings, "seed": settings["seed"] + _backup_epoch(private_dir or run_dir)}
     train_data, validation_data = make_datasets(
-        config_dir, run_config, data_settings, static_shapes=settings["jit_compile"]
+        state, run_config, config, seed=config.seed + initial_epoch, static_shapes=jit_compile
     )
     previous_policy = keras.config.dtype_policy()
-    policy = settings["mixed_precision"]
     keras.config.set_dtype_policy("float32" if policy == "none" else policy)
     try:
         with strategy.scope():
             model = Seq2SeqTransformer(TransformerConfig.from_dict(run_config["model"]))
             compile_model(
                 model,
-                warmup_steps=settings["warmup_steps"],
-                lr_scale=settings["lr_scale"],
-                clipnorm=settings["clipnorm"],
-                label_smoothing=settings["label_smoothing"],
-                jit_compile=settings["jit_compile"],
+                warmup_steps=config.warmup_steps,
+                lr_scale=config.lr_scale,
+                clipnorm=config.clipnorm,
+                label_smoothing=config.label_smoothing,
+                jit_compile=jit_compile,
                 mixed_precision=policy,
             )
             model.optimizer.build(model.trainable_variables)
-        build_for_fit(model, train_data, strategy)
+            initial_epoch = restore_backup(model, state)
+        train_data, validation_data = prepare_for_fit(model, strategy, train_data, validation_data)
         fit_callbacks, time_budget = make_callbacks(
-            run_dir,
-            save_freq=settings["save_freq"],
-            keep_checkpoints=settings["keep_checkpoints"],
+            run,
+            save_freq=config.save_freq,
+            keep_checkpoints=config.keep_checkpoints,
+            keep_epoch_checkpoints=config.keep_epoch_checkpoints,
             minutes=minutes,
-            patience=settings["patience"] or None,
+            patience=config.patience or None,
             strategy=strategy,
-            private_dir=private_dir,
+            state_dir=None if chief else state,
         )
-        probe = RunProgress()
+        probe = RunProgress(initial_epoch)
         if verbose is None:
             verbose = 1 if sys.stdout.isatty() else 2
         with warnings.catch_warnings():
@@ -663,15 +603,15 @@ def train(
             history = model.fit(
                 train_data,
                 validation_data=validation_data,
-                epochs=settings["epochs"],
+                epochs=config.epochs,
+                initial_epoch=initial_epoch,
                 callbacks=[*fit_callbacks, probe, *callbacks],
                 verbose=verbose,
                 shuffle=False,  # the pipeline shuffles
             )
         step = optimizer_step(model)
         if chief:
-            model.save(os.path.join(run_dir, MODEL_NAME))
-            model.save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+            run.save_final(model)
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
@@ -680,16 +620,18 @@ def train(
         stopped_by = "nan"
     elif time_budget.stopped:
         stopped_by = "time"
-    elif probe.epochs_done < settings["epochs"]:
+    elif probe.epochs_done < config.epochs:
         stopped_by = "early_stopping"
     else:
         stopped_by = "epochs"
     return TrainResult(
-        run_dir=run_dir,
-        resumed=probe.initial_step > 0 or probe.initial_epoch > 0,
+        run_dir=run.path,
+        config=config,
+        resumed=probe.initial_step > 0 or initial_epoch > 0,
         initial_step=probe.initial_step,
         step=step,
         epochs=probe.epochs_done,
         stopped_by=stopped_by,
+        changed=changed,
         history=dict(history.history),
     )

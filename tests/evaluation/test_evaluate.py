@@ -96,6 +96,33 @@ def test_batches_are_length_sorted_and_cover_every_sentence_once():
     assert result.hypotheses == [s.upper() for s in sources]
 
 
+def test_data_reads_tatoeba_columns_and_two_file_corpora_like_train(run_dir, tmp_path, cli):
+    sources, references = _split(run_dir)
+    sources, references = sources[:6], references[:6]
+    plain = tmp_path / "plain.tsv"
+    write_lines(plain, [f"{s}\t{r}" for s, r in zip(sources, references)])
+    # The Tatoeba layout train reads: English<TAB>Mandarin<TAB>attribution.
+    tatoeba = tmp_path / "cmn.txt"
+    write_lines(tatoeba, [f"{r}\t{s}\tCC-BY 2.0 (France)" for s, r in zip(sources, references)])
+    write_lines(tmp_path / "test.zh", sources)
+    write_lines(tmp_path / "test.en", references)
+    runs = {
+        "plain": ["--data", plain],
+        "tatoeba": ["--data", tatoeba, "--src", "zh", "--tgt", "en"],
+        "columns": ["--data", tatoeba, "--src-column", "1", "--tgt-column", "0"],
+        "files": ["--source-file", tmp_path / "test.zh", "--target-file", tmp_path / "test.en"],
+    }
+    outputs = {}
+    for name, args in runs.items():
+        code, out, err = cli("evaluate", "--run", run_dir, *args, "--no-progress", "--beam", "1",
+                             "-o", tmp_path / f"{name}.txt")
+        assert code == 0, (name, err)
+        outputs[name] = (read_lines(tmp_path / f"{name}.txt"),
+                         [line for line in out.splitlines() if line.startswith("BLEU|")])
+    assert len(outputs["plain"][0]) == 6
+    assert all(output == outputs["plain"] for output in outputs.values()), outputs
+
+
 def _split(run_dir):
     from keras_transformer.runs import load_run
 
@@ -127,7 +154,8 @@ def test_evaluating_a_split_writes_evaluation_json(run_dir, tmp_path, cli):
     with open(os.path.join(run_dir, "evaluation.json"), encoding="utf-8") as file:
         record = json.load(file)
     assert record["split"] == "test" and record["beam"] == 2 and record["sentences"] == 5
-    assert record["weights"] == "final.weights.h5"
+    # The run recorded no best weights (no validation): "best" falls back to the last.
+    assert record["weights"]["kind"] == "last" and record["weights"]["path"] == "final.weights.h5"
     assert record["signature"]["bleu"].startswith("nrefs:1") and "chrf" in record["signature"]
     assert record["bleu_text"] in out.splitlines()
     assert len(read_lines(hypotheses)) == 5
@@ -144,6 +172,9 @@ def test_clear_errors(run_dir, export_dir, tmp_path, cli):
         (["--run", run_dir, "--data", no_target], "line 1"),
         (["--run", run_dir, "--data", tmp_path / "missing.tsv"], "does not exist"),
         (["--run", run_dir, "--split", "test", "--data", empty], "not both"),
+        (["--run", run_dir, "--data", empty, "--src", "zh"], "both --src and --tgt"),
+        (["--run", run_dir, "--source-file", empty], "both --source-file and --target-file"),
+        (["--run", run_dir, "--weights", tmp_path / "none.h5"], "no such file"),
         (["--run", run_dir, "--beam", "0"], "--beam must be a positive integer"),
         (["--saved-model", export_dir], "needs --data"),
         (["--saved-model", export_dir, "--data", empty, "--beam", "2"], "beam width 4"),
@@ -162,3 +193,12 @@ def test_mismatched_inputs_are_refused():
         evaluate(lambda batch: batch, ["a"], ["a", "b"])
     with pytest.raises(ValueError, match="outputs"):
         evaluate(lambda batch: batch[:-1], ["a", "b"], ["a", "b"])
+
+
+def test_export_manifest_records_the_weights_it_holds(export_dir):
+    with open(os.path.join(export_dir, "manifest.json"), encoding="utf-8") as file:
+        manifest = json.load(file)
+    # The fixture run has final weights and no recorded validation loss.
+    assert manifest["weights"]["kind"] == "last"
+    assert manifest["weights"]["path"] == "final.weights.h5"
+    assert set(manifest["weights"]) >= {"epoch", "step", "val_loss"}

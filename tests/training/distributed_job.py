@@ -61,8 +61,8 @@ def run(strategy, init_path):
     import numpy as np
 
     from keras_transformer.models import build_transformer
-    from keras_transformer.training.trainer import build_for_fit
     from keras_transformer.training.trainer import compile_model
+    from keras_transformer.training.trainer import prepare_for_fit
 
     keras.utils.set_random_seed(0)
     with strategy.scope():
@@ -79,8 +79,7 @@ def run(strategy, init_path):
         def on_train_batch_end(self, batch, logs=None):
             running.append(float(logs["loss"]))
 
-    data = dataset()
-    build_for_fit(model, data, strategy)
+    data, _ = prepare_for_fit(model, strategy, dataset())
     model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[Record()])
     # Keras logs the running mean of the epoch; recover each step's loss.
     losses = [(k + 1) * m - k * p for k, (m, p) in enumerate(zip(running, [0.0] + running))]

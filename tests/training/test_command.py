@@ -9,6 +9,7 @@ import numpy as np
 from keras_transformer import cli
 from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.models import Seq2SeqTransformer
+from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import read_run_config
 from keras_transformer.training.trainer import train
 from training_helpers import FAST
@@ -38,8 +39,8 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     assert config["training"]["token_budget"] == FAST["token_budget"]
     assert config["training"]["label_smoothing"] == 0.1
     for name in ("source.model", "target.model", "splits/train.tsv", "splits/validation.tsv",
-                 "splits/test.tsv", "backup/latest.weights.h5", "history.csv", "model.keras",
-                 "final.weights.h5"):
+                 "splits/test.tsv", "backup/state.json", "history.csv", "model.keras",
+                 "final.weights.h5", "best.weights.h5", "best.json"):
         assert (run_dir / name).is_file(), name
     # The split keeps sources apart and the test pairs out of training.
     train_sources = {line.split("\t")[0] for line in (run_dir / "splits/train.tsv").read_text().splitlines()}
@@ -58,6 +59,11 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     assert cli.main(["train", "--run", str(run_dir), "--epochs", "3", "--verbose", "0"]) == 0
     out = capsys.readouterr().out
     assert f"resumed at step {history[-1]['step']}" in out
+    # The one flag given differs from the stored run, and is said so; the others keep
+    # their stored values.
+    assert "resuming with --epochs 3 (was 2)" in out
+    assert out.count("resuming with") == 1
+    assert read_run_config(run_dir)["training"]["token_budget"] == FAST["token_budget"]
     resumed = json.loads((run_dir / "history.json").read_text())
     assert [record["epoch"] for record in resumed] == [0, 1, 2]
     assert resumed[:2] == history
@@ -67,13 +73,13 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
 
 def test_minutes_budget_stops_training_cleanly(fresh_run):
     start = time.monotonic()
-    result = train(str(fresh_run), epochs=10_000, minutes=0.05, verbose=0, **FAST)
+    result = train(str(fresh_run), TrainingConfig(epochs=10_000, **FAST), minutes=0.05, verbose=0)
     assert result.stopped_by == "time"
     assert time.monotonic() - start < 90
     assert 0 < result.epochs < 10_000
     assert (fresh_run / "model.keras").is_file()
     # What a later run resumes from is the very last state.
-    metadata = json.loads((fresh_run / "backup" / "training_metadata.json").read_text())
+    metadata = json.loads((fresh_run / "backup" / "state.json").read_text())
     assert metadata["step"] == result.step
 
 
@@ -81,4 +87,4 @@ def test_resuming_with_another_preset_is_refused(fresh_run):
     import pytest
 
     with pytest.raises(ValueError, match="preset"):
-        train(str(fresh_run), preset="small", epochs=1, verbose=0)
+        train(str(fresh_run), TrainingConfig(epochs=1), preset="small", verbose=0)

@@ -1,7 +1,6 @@
 """A run killed with SIGKILL resumes from its last checkpoint: same step counter, same weights."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,9 +13,9 @@ from training_helpers import FAST
 from training_helpers import REPO
 from training_helpers import h5_arrays
 from training_helpers import python_env
-from keras_transformer.training.callbacks import checkpoint_path
-from keras_transformer.training.callbacks import list_checkpoints
+from keras_transformer.runs import RunDir
 from keras_transformer.training.callbacks import optimizer_step
+from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import train
 
 START_TIMEOUT_S = 120
@@ -37,7 +36,7 @@ class _CaptureStart(keras.callbacks.Callback):
 
 
 def _wait_for_backup(process, run_dir):
-    metadata = run_dir / "backup" / "training_metadata.json"
+    metadata = run_dir / "backup" / "state.json"
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if metadata.exists():
@@ -70,21 +69,22 @@ def test_sigkilled_run_resumes_with_same_step_and_weights(fresh_run, tmp_path):
             process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL, "training ended before it was killed"
     assert not (fresh_run / "model.keras").exists()
-    saved_steps = [int(os.path.basename(p)[5:13]) for p in list_checkpoints(fresh_run / "checkpoints")]
+    run = RunDir(fresh_run)
+    saved_steps = [checkpoint.number for checkpoint in run.checkpoints("step")]
     assert saved_steps
 
     probe = _CaptureStart(str(tmp_path / "restored.weights.h5"))
-    result = train(str(fresh_run), epochs=1000, verbose=0, callbacks=[probe], **FAST)
+    result = train(str(fresh_run), TrainingConfig(epochs=1000, **FAST), verbose=0, callbacks=[probe])
 
     assert result.resumed
     # Resumed from the newest complete backup: at or after the first checkpoint seen.
     assert probe.step >= saved_steps[0] > 0
     assert result.initial_step == probe.step
-    metadata = json.loads((fresh_run / "backup" / "training_metadata.json").read_text())
+    metadata = json.loads((fresh_run / "backup" / "state.json").read_text())
     assert metadata["step"] >= probe.step
     # The state fit starts from is exactly the checkpoint of that step: every weight
     # and every optimizer variable (moments and the iteration counter).
-    checkpoint = h5_arrays(checkpoint_path(str(fresh_run / "checkpoints"), probe.step))
+    checkpoint = h5_arrays(run.step_checkpoint_path(probe.step))
     restored = h5_arrays(probe.path)
     assert checkpoint.keys() == restored.keys()
     assert any(name.startswith("optimizer") for name in restored)

@@ -1,0 +1,245 @@
+"""The training settings as one validated dataclass: `TrainingConfig`.
+
+Each setting, its default and its one-line help are written once, here, as a field
+and its metadata. The `train` command builds its flags from the fields
+(`add_config_arguments`), `train` takes a `TrainingConfig`, and the run folder stores
+it under "training" in `config.json`. Standard library only, so that
+`keras-transformer train --help` imports neither Keras nor TensorFlow.
+
+Resuming: a flag given on the command line overrides the stored value; a flag not
+given keeps the stored value (`TrainingConfig.from_flags`). The settings that differ
+from the stored run are printed, one line each (`TrainingConfig.differences`).
+
+Example:
+    >>> config = TrainingConfig(epochs=20, token_budget=2048)
+    >>> config.replace(patience=3).patience
+    3
+"""
+
+import argparse
+import dataclasses
+
+DEFAULT_WARMUP_STEPS = 250  # why these values: keras_transformer/training/schedule.py
+DEFAULT_SCALE = 0.3
+MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
+
+
+def _save_freq(text):
+    """`--save-freq`: "epoch" or a positive number of steps."""
+    if text == "epoch":
+        return "epoch"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'epoch' or a number of steps, got {text!r}") from None
+
+
+def _setting(default, help, flag=None, parse=None, choices=None, check=None):
+    """A field with its command-line help (`flag` defaults to the field's name with dashes).
+
+    `check(value)` returns an error text for a bad value (None when it is fine).
+    """
+    metadata = {"help": help, "flag": flag, "parse": parse, "choices": choices, "check": check}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _positive_int(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return "a positive integer"
+    return None
+
+
+def _non_negative_int(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return "an integer >= 0"
+    return None
+
+
+def _positive_number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return "a positive number"
+    return None
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _smoothing(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        return "a number in [0, 1)"
+    return None
+
+
+def _freq(value):
+    if value == "epoch":
+        return None
+    return None if _positive_int(value) is None else "'epoch' or a positive integer"
+
+
+def _flag_or_none(value):
+    return None if value is None or isinstance(value, bool) else "true, false or unset (None: by device)"
+
+
+def _policy(value):
+    if value is None or value in MIXED_PRECISION_POLICIES:
+        return None
+    return f"one of {list(MIXED_PRECISION_POLICIES)} or unset (None: by device)"
+
+
+def _int(value):
+    return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """How a run is trained (the model's shape is `TransformerConfig`'s).
+
+    Every field's help is in its metadata and shows in `keras-transformer train --help`.
+    """
+
+    epochs: int = _setting(
+        1000, "total epochs of the run (a time budget or early stopping usually ends it first)",
+        check=_positive_int,
+    )
+    token_budget: int = _setting(
+        4096, "most (padded) tokens per global batch", flag="batch-tokens", check=_positive_int
+    )
+    warmup_steps: int = _setting(
+        DEFAULT_WARMUP_STEPS, "learning-rate warmup steps", check=_positive_int
+    )
+    lr_scale: float = _setting(
+        DEFAULT_SCALE, "learning-rate schedule factor", check=_positive_number
+    )
+    label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
+    clipnorm: float | None = _setting(
+        None, "global gradient-norm clip (unset: no clipping)", check=_optional(_positive_number)
+    )
+    jit_compile: bool | None = _setting(
+        None, "compile the training step with XLA (unset: by device, on for a GPU)",
+        flag="xla", check=_flag_or_none,
+    )
+    mixed_precision: str | None = _setting(
+        None,
+        "dtype policy; none is float32 (unset: by device, mixed_bfloat16 on a GPU or a CPU "
+        "with bfloat16 instructions, else none)",
+        choices=MIXED_PRECISION_POLICIES, check=_policy,
+    )
+    save_freq: int | str = _setting(
+        200, "steps between step checkpoints and backups, or 'epoch' (every epoch end too)",
+        parse=_save_freq, check=_freq,
+    )
+    keep_checkpoints: int = _setting(3, "step checkpoints kept (the newest)", check=_positive_int)
+    keep_epoch_checkpoints: int = _setting(
+        5, "checkpoints kept from the ends of epochs (the newest), for the `average` command",
+        check=_non_negative_int,
+    )
+    patience: int = _setting(
+        5, "epochs without a lower validation loss before stopping (0: never)",
+        check=_non_negative_int,
+    )
+    validation_batch_size: int = _setting(128, "sentences per validation batch", check=_positive_int)
+    seed: int = _setting(0, "seed of the initial weights, dropout and data order", check=_int)
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            problem = field.metadata["check"](value)
+            if problem:
+                raise ValueError(
+                    f"Training setting {field.name} (--{flag_name(field)}) must be {problem}; "
+                    f"received {value!r}."
+                )
+
+    def to_dict(self):
+        """The fields as a JSON-serialisable dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        """A config from a dict, e.g. a run folder's "training" entry.
+
+        Keys that are not fields are refused with the list of the accepted ones.
+        """
+        names = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ValueError(f"Unknown training settings {unknown}; accepted: {names}.")
+        return cls(**values)
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def differences(self, other):
+        """One line per field whose value differs from `other`'s, naming its flag.
+
+        Example: `--epochs 30 (was 20)`.
+        """
+        return [
+            f"--{flag_name(field)} {_show(getattr(self, field.name))} "
+            f"(was {_show(getattr(other, field.name))})"
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) != getattr(other, field.name)
+        ]
+
+    @classmethod
+    def from_flags(cls, args, stored=None):
+        """The config of parsed `train` flags: given flags override `stored`, the rest keep it.
+
+        Args:
+            args: an `argparse.Namespace` from a parser set up by
+                `add_config_arguments` (a flag not given is None).
+            stored: the run folder's config when resuming, None for a new run
+                (flags not given then take the defaults).
+        """
+        given = {
+            field.name: getattr(args, field.name)
+            for field in dataclasses.fields(cls)
+            if getattr(args, field.name, None) is not None
+        }
+        return (stored or cls()).replace(**given)
+
+
+def flag_name(field):
+    """The command-line flag of a field, without the dashes (`token_budget` → `batch-tokens`)."""
+    return field.metadata["flag"] or field.name.replace("_", "-")
+
+
+def _show(value):
+    return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _field_type(field):
+    """The argparse `type` of a field: its parser, else from its default's type."""
+    if field.metadata["parse"]:
+        return field.metadata["parse"]
+    if field.metadata["choices"]:
+        return str
+    return float if "float" in str(field.type) else int
+
+
+def add_config_arguments(parser, config_class=None):
+    """Adds one flag per `TrainingConfig` field to an argparse parser (or group).
+
+    Every flag defaults to None, meaning "not given": a new run then takes the
+    field's default, a resumed run its stored value. Booleans get `--x/--no-x`.
+
+    Args:
+        parser: an `argparse.ArgumentParser` or argument group.
+        config_class: `TrainingConfig` (default) or a subclass.
+    """
+    for field in dataclasses.fields(config_class or TrainingConfig):
+        flag = f"--{flag_name(field)}"
+        help_text = f"{field.metadata['help']} (default: {_show(field.default)})"
+        if field.type == bool | None:
+            parser.add_argument(
+                flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
+                help=help_text,
+            )
+        else:
+            parser.add_argument(
+                flag, dest=field.name, type=_field_type(field), default=None,
+                choices=field.metadata["choices"], help=help_text,
+                metavar=None if field.metadata["choices"] else flag_name(field).upper().replace("-", "_"),
+            )
