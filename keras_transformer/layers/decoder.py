@@ -58,6 +58,50 @@ class DecoderBlock(TransformerBlock):
         """Projects the encoder output once: (B, S, M) → (B, 2, H, S, D)."""
         return self.cross_attention.compute_key_value(encoder_outputs)
 
+    def decoding_weights(self):
+        """Both attentions' `decoding_weights`, read once per search."""
+        return {
+            "self_attention": self.self_attention.decoding_weights(),
+            "cross_attention": self.cross_attention.decoding_weights(),
+        }
+
+    def decode_token(self, x, weights, write_cache, cross_cache, self_mask, cross_mask):
+        """Runs the block on one token per row, as `call` does with a cache.
+
+        Args:
+            x: (B, M) the stream at the current position.
+            weights: from `decoding_weights`.
+            write_cache: function that takes this step's keys and values
+                (B, 2, H, 1, D), writes them into this block's self-attention cache
+                and returns the cache's keys and values, each (B, H, L, D).
+            cross_cache: (keys, values) of the encoder output, each (B, H, S, D).
+            self_mask: `token_mask` of the self-attention keys, broadcastable to
+                (B, H, 1, L).
+            cross_mask: `token_mask` of the source, broadcastable to (B, H, 1, S).
+
+        Returns:
+            (B, M) outputs.
+        """
+        attention = self.self_attention
+        query, key_value = attention.project_token(
+            self._sublayer_input(x, self.self_attention_norm), weights["self_attention"]
+        )
+        keys, values = write_cache(key_value)
+        attended = attention.attend_token(query, keys, values, self_mask, weights["self_attention"])
+        x = self._add_and_norm(x, attended, self.self_attention_norm, training=False)
+
+        attention = self.cross_attention
+        query, _ = attention.project_token(
+            self._sublayer_input(x, self.cross_attention_norm), weights["cross_attention"]
+        )
+        attended = attention.attend_token(query, *cross_cache, cross_mask, weights["cross_attention"])
+        x = self._add_and_norm(x, attended, self.cross_attention_norm, training=False)
+
+        transformed = self.feed_forward(
+            self._sublayer_input(x, self.feed_forward_norm), training=False
+        )
+        return self._add_and_norm(x, transformed, self.feed_forward_norm, training=False)
+
     def call(
         self,
         inputs,
