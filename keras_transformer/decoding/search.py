@@ -22,6 +22,7 @@ from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.ops import checks
+from keras_transformer.ops.cache import BATCH_AXIS
 
 # "Minus infinity" for scores: finite, so sums and differences never give NaN.
 NEG_INF = -1e9
@@ -275,7 +276,8 @@ class SequenceSearch:
             alive_tokens = tf.gather(top_sequences, keep, batch_dims=1)
             parents = tf.gather(source_beams, keep, batch_dims=1)  # (B, K)
             flat_parents = tf.reshape(parents + tf.range(batch_size)[:, None] * beam, [-1])
-            self_cache = tf.gather(self_cache, flat_parents)  # all layers at once
+            # All layers' caches in one gather.
+            self_cache = tf.gather(self_cache, flat_parents, axis=BATCH_AXIS)
             current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
 
             # A row is done once no alive hypothesis can beat its K-th finished one:

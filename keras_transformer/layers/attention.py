@@ -193,10 +193,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         for name in names:
             projection = dense[name]
             factor = scale if name == "query" else 1.0
-            kernel = ops.convert_to_tensor(projection.kernel)
+            kernel = projection.kernel
             kernels.append(ops.reshape(kernel, (kernel.shape[0], -1)) * factor)
             if projection.bias is not None:
-                biases.append(ops.reshape(ops.convert_to_tensor(projection.bias), (-1,)) * factor)
+                biases.append(ops.reshape(projection.bias, (-1,)) * factor)
         kernel = ops.cast(ops.concatenate(kernels, axis=1), self.compute_dtype)
         bias = ops.cast(ops.concatenate(biases, axis=0), self.compute_dtype) if biases else None
         return kernel, bias
@@ -213,9 +213,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         names = ("query",) if self.is_cross_attention else ("query", "key", "value")
         input_kernel, input_bias = self.fused_kernel(names)
         output = self.output_dense
-        output_kernel = ops.convert_to_tensor(output.kernel)
-        output_kernel = ops.reshape(output_kernel, (-1, output_kernel.shape[-1]))
-        output_bias = None if output.bias is None else ops.convert_to_tensor(output.bias)
+        output_kernel = ops.reshape(output.kernel, (-1, output.kernel.shape[-1]))
+        output_bias = None if output.bias is None else tf.identity(output.bias)
         cast = lambda x: None if x is None else ops.cast(x, self.compute_dtype)  # noqa: E731
         return {
             "input_kernel": input_kernel,
@@ -229,7 +228,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         new keys and values (B, 2, H, 1, D) (already in the cache's layout)."""
         projected = tf.matmul(x, weights["input_kernel"])
         if weights["input_bias"] is not None:
-            projected = projected + weights["input_bias"]
+            projected = tf.nn.bias_add(projected, weights["input_bias"])
         parts = 1 if self.is_cross_attention else 3
         projected = tf.reshape(projected, (-1, parts, self.num_heads, 1, self.head_dim))
         if self.is_cross_attention:
@@ -262,7 +261,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             tf.reshape(attended, (-1, self.num_heads * self.head_dim)), weights["output_kernel"]
         )
         if weights["output_bias"] is not None:
-            outputs = outputs + weights["output_bias"]
+            outputs = tf.nn.bias_add(outputs, weights["output_bias"])
         return outputs
 
     def cache_token_mask(self, index, cache_length):

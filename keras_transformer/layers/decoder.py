@@ -6,6 +6,8 @@ D head size, L cache length.
 """
 
 import keras
+import tensorflow as tf
+from keras import ops
 
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.ops import checks
@@ -59,10 +61,23 @@ class DecoderBlock(TransformerBlock):
         return self.cross_attention.compute_key_value(encoder_outputs)
 
     def decoding_weights(self):
-        """Both attentions' `decoding_weights`, read once per search."""
+        """What `decode_token` reads, as tensors read once per search: both
+        attentions' `decoding_weights`, the norms' scales and offsets and the
+        feed-forward kernels (a step then reads no variable)."""
+        norms = {}
+        for name in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm"):
+            norm = getattr(self, name)
+            norms[name] = tuple(None if w is None else tf.identity(w) for w in (norm.gamma, norm.beta))
+        feed_forward = []
+        for dense in (self.feed_forward.inner_dense, self.feed_forward.output_dense):
+            kernel = ops.cast(dense.kernel, self.compute_dtype)
+            bias = None if dense.bias is None else ops.cast(dense.bias, self.compute_dtype)
+            feed_forward.append((kernel, bias, dense.activation))
         return {
             "self_attention": self.self_attention.decoding_weights(),
             "cross_attention": self.cross_attention.decoding_weights(),
+            "norms": norms,
+            "feed_forward": feed_forward,
         }
 
     def decode_token(self, x, weights, write_cache, cross_cache, self_mask, cross_mask):
@@ -82,25 +97,50 @@ class DecoderBlock(TransformerBlock):
         Returns:
             (B, M) outputs.
         """
+
+        def normalize(x, name):
+            # LayerNormalization's formula on (B, M) rows with its scale and offset
+            # read once per search (the layer reads and reshapes them at every call).
+            norm = getattr(self, name)
+            gamma, beta = weights["norms"][name]
+            if norm.rms_scaling:
+                outputs = ops.layer_normalization(
+                    x, gamma, beta, norm.axis, norm.epsilon, rms_scaling=True
+                )
+            else:
+                mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+                outputs = tf.nn.batch_normalization(x, mean, variance, beta, gamma, norm.epsilon)
+            return ops.cast(outputs, norm.compute_dtype)
+
+        def sublayer_input(x, name):  # as `_sublayer_input`
+            return normalize(x, name) if self.norm_first else x
+
+        def add_and_norm(x, outputs, name):  # as `_add_and_norm` without dropout
+            x = x + outputs
+            return x if self.norm_first else normalize(x, name)
+
         attention = self.self_attention
         query, key_value = attention.project_token(
-            self._sublayer_input(x, self.self_attention_norm), weights["self_attention"]
+            sublayer_input(x, "self_attention_norm"), weights["self_attention"]
         )
         keys, values = write_cache(key_value)
         attended = attention.attend_token(query, keys, values, self_mask, weights["self_attention"])
-        x = self._add_and_norm(x, attended, self.self_attention_norm, training=False)
+        x = add_and_norm(x, attended, "self_attention_norm")
 
         attention = self.cross_attention
         query, _ = attention.project_token(
-            self._sublayer_input(x, self.cross_attention_norm), weights["cross_attention"]
+            sublayer_input(x, "cross_attention_norm"), weights["cross_attention"]
         )
         attended = attention.attend_token(query, *cross_cache, cross_mask, weights["cross_attention"])
-        x = self._add_and_norm(x, attended, self.cross_attention_norm, training=False)
+        x = add_and_norm(x, attended, "cross_attention_norm")
 
-        transformed = self.feed_forward(
-            self._sublayer_input(x, self.feed_forward_norm), training=False
-        )
-        return self._add_and_norm(x, transformed, self.feed_forward_norm, training=False)
+        transformed = sublayer_input(x, "feed_forward_norm")
+        for kernel, bias, activation in weights["feed_forward"]:  # FeedForward's two Dense
+            transformed = tf.matmul(transformed, kernel)
+            if bias is not None:
+                transformed = tf.nn.bias_add(transformed, bias)
+            transformed = activation(transformed)
+        return add_and_norm(x, transformed, "feed_forward_norm")
 
     def call(
         self,

@@ -265,7 +265,7 @@ class Seq2SeqTransformer(keras.Model):
             repeats: K, copies of each row (beam search: row b·K + k).
 
         Returns:
-            `(cache, state)`: the (B·K, N, 2, H, L, D) zero self-attention cache of
+            `(cache, state)`: the (N, 2, B·K, H, L, D) zero self-attention cache of
             all decoder layers, and a dict of tensors fixed for the search.
         """
         layers = self.transformer_layers
@@ -277,7 +277,7 @@ class Seq2SeqTransformer(keras.Model):
         batch_size = tf.shape(encoder_outputs)[0]
         head_dim = self.config.d_model // self.config.num_heads
         cache = tf.zeros(
-            (batch_size, len(blocks), 2, self.config.num_heads, max_length, head_dim),
+            (len(blocks), 2, batch_size, self.config.num_heads, max_length, head_dim),
             dtype=blocks[0].compute_dtype,
         )
         cross_caches = []
@@ -285,11 +285,12 @@ class Seq2SeqTransformer(keras.Model):
             keys_values = block.compute_cross_attention_cache(encoder_outputs)
             cross_caches.append((keys_values[:, 0], keys_values[:, 1]))
         embedding = layers.target_embedding
-        # ReversibleEmbedding's reverse pass transposes the tied table on every call.
-        output_kernel = (
-            tf.transpose(embedding.embeddings) if embedding.tie_weights
-            else ops.convert_to_tensor(embedding.reverse_embeddings)
-        )
+        # ReversibleEmbedding's reverse pass transposes the tied table on every call;
+        # the step multiplies by it transposed instead (`transpose_b`).
+        if embedding.tie_weights:
+            output_kernel = tf.identity(embedding.embeddings)  # read here, not per step
+        else:
+            output_kernel = tf.transpose(embedding.reverse_embeddings)  # once: (V, M)
         if embedding.reverse_dtype is not None:
             output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
         positions = layers.target_positions
@@ -305,7 +306,8 @@ class Seq2SeqTransformer(keras.Model):
             "cache_indices": stacked_cache_indices(
                 batch_size, len(blocks), self.config.num_heads
             ),
-            "output_kernel": output_kernel,
+            "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
+            "output_kernel": output_kernel,  # (V, M)
         }
         return cache, state
 
@@ -315,7 +317,7 @@ class Seq2SeqTransformer(keras.Model):
         Args:
             tokens: (B,) int32 ids at position `index`.
             index: scalar int32.
-            cache: (B, N, 2, H, L, D) from `start_decoding` or the last step.
+            cache: (N, 2, B, H, L, D) from `start_decoding` or the last step.
             state: from `start_decoding`.
 
         Returns:
@@ -324,13 +326,13 @@ class Seq2SeqTransformer(keras.Model):
         layers = self.transformer_layers
         embedding = layers.target_embedding
         positions = layers.target_positions
-        x = embedding(tokens)
-        # The table was read once per search (`start_decoding`): the step gathers a row.
+        # Both tables were read once per search (`start_decoding`): a step gathers rows.
+        x = tf.gather(state["embeddings"], tokens)
         if positions.scale_embeddings:
             x = x * ops.cast(self.config.d_model**0.5, x.dtype)
         x = x + tf.gather(state["positions"], index)
         offset = position_offset(index)
-        cache_length = tf.shape(cache)[4]
+        cache_length = tf.shape(cache)[-2]
         self_masks = {}
         for layer, block in enumerate(layers.decoder_blocks):
             attention = block.self_attention
@@ -352,7 +354,7 @@ class Seq2SeqTransformer(keras.Model):
         if layers.decoder_output_norm is not None:
             x = layers.decoder_output_norm(x)
         kernel = state["output_kernel"]
-        logits = tf.matmul(tf.cast(x, kernel.dtype), kernel)
+        logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=True)
         if embedding.logit_soft_cap is not None:
             logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
         return tf.cast(logits, tf.float32), cache

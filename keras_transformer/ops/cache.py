@@ -36,9 +36,13 @@ def update_cache(cache, update, index):
 
 # One cache for all decoder layers ------------------------------------------------
 #
-# A search keeps every layer's keys and values in one (B, N, 2, H, L, D) tensor, so
-# beam search reorders all of them with one gather per step. Each layer writes its
-# new position with one scatter whose indices were built once per search.
+# A search keeps every layer's keys and values in one (N, 2, B, H, L, D) tensor:
+# beam search reorders all of them with one gather per step (axis 2), and a
+# layer's keys or values are a contiguous block that TensorFlow slices without a
+# copy. Each layer writes its new position with one scatter whose indices were
+# built once per search.
+
+BATCH_AXIS = 2  # of the stacked cache
 
 
 def stacked_cache_indices(batch_size, num_layers, num_heads):
@@ -50,14 +54,16 @@ def stacked_cache_indices(batch_size, num_layers, num_heads):
         num_heads: H.
 
     Returns:
-        A tuple of N (B, 2, H, 1, 5) int32 tensors [b, n, kv, h, 0]: add
+        A tuple of N (B, 2, H, 1, 5) int32 tensors [n, kv, b, h, 0]: add
         `position_offset(index)` to address position `index`.
     """
+    # Laid out like the update (B, 2, H, 1, D) that `project_token` makes, so that
+    # the update needs no transpose: only the indices' values follow the cache.
     layers, batch, pair, head = tf.meshgrid(
         tf.range(num_layers), tf.range(batch_size), tf.range(2), tf.range(num_heads),
         indexing="ij",
     )
-    indices = tf.stack([batch, layers, pair, head, tf.zeros_like(batch)], axis=-1)
+    indices = tf.stack([layers, pair, batch, head, tf.zeros_like(batch)], axis=-1)
     return tuple(tf.unstack(indices[:, :, :, :, None, :], num=num_layers))
 
 
@@ -70,7 +76,7 @@ def write_stacked_cache(cache, update, indices, layer):
     """Writes one layer's new position and returns the layer's keys and values.
 
     Args:
-        cache: (B, N, 2, H, L, D).
+        cache: (N, 2, B, H, L, D).
         update: (B, 2, H, 1, D) this step's keys and values of layer `layer`.
         indices: that layer's indices plus `position_offset(index)`.
         layer: n, a Python int.
@@ -80,4 +86,4 @@ def write_stacked_cache(cache, update, indices, layer):
         and values.
     """
     cache = tf.tensor_scatter_nd_update(cache, indices, tf.cast(update, cache.dtype))
-    return cache, cache[:, layer, 0], cache[:, layer, 1]
+    return cache, cache[layer, 0], cache[layer, 1]
