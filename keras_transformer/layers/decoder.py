@@ -108,6 +108,8 @@ class DecoderBlock(TransformerBlock):
                     x, gamma, beta, norm.axis, norm.epsilon, rms_scaling=True
                 )
             else:
+                # In float32 (the variables' dtype) under a mixed-precision policy too.
+                x = tf.cast(x, tf.float32)
                 mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
                 outputs = tf.nn.batch_normalization(x, mean, variance, beta, gamma, norm.epsilon)
             return ops.cast(outputs, norm.compute_dtype)
