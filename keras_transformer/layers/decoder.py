@@ -67,7 +67,9 @@ class DecoderBlock(TransformerBlock):
         norms = {}
         for name in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm"):
             norm = getattr(self, name)
-            norms[name] = tuple(None if w is None else tf.identity(w) for w in (norm.gamma, norm.beta))
+            norms[name] = tuple(
+                None if w is None else tf.identity(w) for w in (norm.gamma, norm.beta)
+            )
         feed_forward = []
         for dense in (self.feed_forward.inner_dense, self.feed_forward.output_dense):
             kernel = ops.cast(dense.kernel, self.compute_dtype)
@@ -133,7 +135,9 @@ class DecoderBlock(TransformerBlock):
         query, _ = attention.project_token(
             sublayer_input(x, "cross_attention_norm"), weights["cross_attention"]
         )
-        attended = attention.attend_token(query, *cross_cache, cross_mask, weights["cross_attention"])
+        attended = attention.attend_token(
+            query, *cross_cache, cross_mask, weights["cross_attention"]
+        )
         x = add_and_norm(x, attended, "cross_attention_norm")
 
         transformed = sublayer_input(x, "feed_forward_norm")
