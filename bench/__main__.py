@@ -4,10 +4,11 @@ Each benchmark measures ours beside its baseline in the same process, so the rat
 hold on any machine; absolute numbers are labelled with the machine in the JSON.
 
 Examples:
-    python -m bench                      # everything, full size (2-core CPU: ~15-20 min)
+    python -m bench                      # everything, full size (2-core CPU: ~25-30 min)
     python -m bench --quick              # everything, small sizes (a few minutes)
     python -m bench training attention   # some of them
     python -m bench profile              # where a training step's time goes (on request only)
+    python -m bench decoding export --xla off    # decoding as TF Serving runs it (graph mode)
     python -m bench ceiling training decoding --preset base \\
         --mixed-precision mixed_bfloat16 --xla          # bench/gpu.sh, on a GPU
 """
@@ -24,7 +25,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from bench.common import Results  # noqa: E402
 from bench.common import machine  # noqa: E402
 
-BENCHMARKS = ["ceiling", "training", "attention", "decoding", "serving"]
+BENCHMARKS = ["ceiling", "training", "attention", "decoding", "export", "serving"]
 # Run only when named: an explanation of the training numbers, not a comparison.
 ON_REQUEST = ["profile"]
 

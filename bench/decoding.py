@@ -4,8 +4,12 @@ Sentences per second at batch 1 and 32, exactly `new_tokens` tokens each (an end
 token the model never produces makes every row run to the limit), greedy, on one
 model with random weights. The baseline reruns the whole model on the full prefix
 at every step, as the tutorial's `Translator` does. Beam 4's cost is reported
-relative to greedy.
+relative to greedy. Ops per step: the nodes of the decoding loop's body (the
+`FunctionDef` of the `While` op's body in the traced graph, with the functions it
+calls), i.e. what the graph executor schedules for every generated token.
 """
+
+import collections
 
 import numpy as np
 
@@ -33,6 +37,35 @@ def run(results, quick=False, preset=None, new_tokens=32, source_length=20, batc
              repeats)
 
 
+def step_op_counts(search, method):
+    """Counts the ops of one step of a `SequenceSearch` loop, by op type.
+
+    Args:
+        search: a `SequenceSearch`.
+        method: "greedy" or "beam_search".
+
+    Returns:
+        A `collections.Counter` of op types in the `While` body (and what it calls).
+    """
+    graph_def = search.concrete_function(method).graph.as_graph_def()
+    library = {function.signature.name: function for function in graph_def.library.function}
+    bodies = [node.attr["body"].func.name for function in library.values()
+              for node in function.node_def if node.op in ("While", "StatelessWhile")]
+    if len(bodies) != 1:
+        raise RuntimeError(f"expected one decoding loop in the {method} graph, found {len(bodies)}")
+    counts = collections.Counter()
+
+    def visit(name):
+        for node in library[name].node_def:
+            counts[node.op] += 1
+            for value in node.attr.values():
+                if value.func.name in library:
+                    visit(value.func.name)
+
+    visit(bodies[0])
+    return counts
+
+
 def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision, repeats):
     import keras
 
@@ -50,6 +83,15 @@ def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision
     greedy = SequenceSearch(model, max_length=new_tokens, eos_id=never, jit_compile=jit)
     beam = SequenceSearch(model, max_length=new_tokens, eos_id=never, beam_width=4, jit_compile=jit)
     uncached = make_uncached_greedy(model, max_length=new_tokens, eos_id=never)
+    label = (f"{preset}" + (", XLA" if jit else "")
+             + ("" if precision == "none" else f", {precision}"))
+    for name, search, method in (("greedy", greedy, "greedy"), ("beam 4", beam, "beam_search")):
+        counts = step_op_counts(search, method)
+        constants = sum(counts[op] for op in ("Const", "Identity", "NoOp"))
+        results.add("decoding", label, f"ops per step, {name} (loop body nodes)",
+                    sum(counts.values()), "ops")
+        results.add("decoding", label, f"ops per step, {name}, without Const/Identity",
+                    sum(counts.values()) - constants, "ops")
     rng = np.random.default_rng(0)
     label = (f"{preset}, {new_tokens} tokens" + (", XLA" if jit else "")
              + ("" if precision == "none" else f", {precision}"))

@@ -22,6 +22,7 @@ from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.ops import checks
+from keras_transformer.ops.cache import BATCH_AXIS
 
 # "Minus infinity" for scores: finite, so sums and differences never give NaN.
 NEG_INF = -1e9
@@ -148,6 +149,13 @@ class SequenceSearch:
         """
         return self._beam(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
 
+    def concrete_function(self, method="greedy"):
+        """The traced graph function of `greedy` or `beam_search` (to inspect its ops)."""
+        functions = {"greedy": self._greedy, "beam_search": self._beam}
+        if method not in functions:
+            raise ValueError(f"`method` must be one of {sorted(functions)}; received {method!r}.")
+        return functions[method].get_concrete_function()
+
     # Shared pieces -------------------------------------------------------------
 
     def _row_limits(self, encoder_tokens, max_new_tokens):
@@ -163,26 +171,22 @@ class SequenceSearch:
     def _start(self, encoder_tokens, max_new_tokens, repeats=1):
         encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)
         limits, cache_length = self._row_limits(encoder_tokens, max_new_tokens)
-        self_cache, cross_cache = self.model.init_cache(encoder_outputs, cache_length)
-        if repeats > 1:  # beams are folded into the batch: row b*K + k.
-            self_cache, cross_cache, encoder_mask = tf.nest.map_structure(
-                lambda x: tf.repeat(x, repeats, axis=0), (self_cache, cross_cache, encoder_mask)
-            )
-        return limits, cache_length, self_cache, cross_cache, encoder_mask
-
-    def _step(self, tokens, index, self_cache, cross_cache, encoder_mask):
-        logits, self_cache = self.model.decode_step(
-            tokens[:, None], index, self_cache, cross_cache, encoder_mask
+        # Everything fixed for the search (fused kernels, source mask, cross-attention
+        # keys and values, position table) is made here, outside the loop.
+        cache, state = self.model.start_decoding(
+            encoder_outputs, encoder_mask, cache_length, repeats=repeats
         )
-        return next_token_log_probs(logits[:, -1], bos_id=self.bos_id), self_cache
+        return limits, cache_length, cache, state
+
+    def _step(self, tokens, index, cache, state):
+        logits, cache = self.model.decode_token(tokens, index, cache, state)
+        return next_token_log_probs(logits, bos_id=self.bos_id), cache
 
     # Greedy --------------------------------------------------------------------
 
     def _greedy_search(self, encoder_tokens, max_new_tokens):
         batch_size = tf.shape(encoder_tokens)[0]
-        limits, length, self_cache, cross_cache, encoder_mask = self._start(
-            encoder_tokens, max_new_tokens
-        )
+        limits, length, self_cache, state = self._start(encoder_tokens, max_new_tokens)
         tokens = tf.zeros([batch_size, length], tf.int32)
         finished = tf.zeros([batch_size], tf.bool)
         scores = tf.zeros([batch_size], tf.float32)
@@ -192,7 +196,7 @@ class SequenceSearch:
             return tf.logical_not(tf.reduce_all(finished))
 
         def body(index, current, tokens, finished, scores, self_cache):
-            log_probs, self_cache = self._step(current, index, self_cache, cross_cache, encoder_mask)
+            log_probs, self_cache = self._step(current, index, self_cache, state)
             chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
             chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
             chosen = tf.where(finished, PAD_ID, chosen)
@@ -219,7 +223,7 @@ class SequenceSearch:
     def _beam_search(self, encoder_tokens, max_new_tokens):
         beam = self.beam_width
         batch_size = tf.shape(encoder_tokens)[0]
-        limits, length, self_cache, cross_cache, encoder_mask = self._start(
+        limits, length, self_cache, state = self._start(
             encoder_tokens, max_new_tokens, repeats=beam
         )
         # Alive hypotheses start as K copies of the empty one; only the first counts.
@@ -238,7 +242,7 @@ class SequenceSearch:
 
         def body(index, current, alive_tokens, alive_log_probs, finished_tokens,
                  finished_scores, self_cache, done):
-            log_probs, self_cache = self._step(current, index, self_cache, cross_cache, encoder_mask)
+            log_probs, self_cache = self._step(current, index, self_cache, state)
             vocab_size = tf.shape(log_probs)[-1]
             log_probs = tf.reshape(log_probs, [batch_size, beam, vocab_size])
             candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
@@ -272,9 +276,8 @@ class SequenceSearch:
             alive_tokens = tf.gather(top_sequences, keep, batch_dims=1)
             parents = tf.gather(source_beams, keep, batch_dims=1)  # (B, K)
             flat_parents = tf.reshape(parents + tf.range(batch_size)[:, None] * beam, [-1])
-            self_cache = tf.nest.map_structure(
-                lambda x: tf.gather(x, flat_parents, axis=0), self_cache
-            )
+            # All layers' caches in one gather.
+            self_cache = tf.gather(self_cache, flat_parents, axis=BATCH_AXIS)
             current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
 
             # A row is done once no alive hypothesis can beat its K-th finished one:

@@ -4,12 +4,16 @@ Shape notation: B batch, T queries, S keys (context length), M model width
 (d_model), H heads, D head size (M / H), L cache length.
 """
 
+import math
+
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
+from keras_transformer.ops.attention import MASK_VALUE
 from keras_transformer.ops.attention import NORMALIZATIONS
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.cache import update_cache
@@ -105,6 +109,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if context_shape is not None:
             checks.check_rank("context", context_shape, 3)
         context_dim = model_dim if context_shape is None else context_shape[-1]
+        # Built with a context: keys and values come from it (fixed during decoding).
+        self.is_cross_attention = context_shape is not None
         heads = {"num_heads": self.num_heads, "head_dim": self.head_dim}
 
         def projection(name, **sizes):
@@ -145,10 +151,140 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return ops.transpose(attended, (0, 2, 1, 3))
 
     def compute_key_value(self, context):
-        """Projects `context` (B, S, Mc) to a read-only cache (B, 2, H, S, D)."""
-        key_heads = self._split_heads(self.key_dense(context))
-        value_heads = self._split_heads(self.value_dense(context))
-        return ops.stack([key_heads, value_heads], axis=1)
+        """Projects `context` (B, S, Mc) to a read-only cache (B, 2, H, S, D).
+
+        One matmul with the key and value kernels side by side (`fused_kernel`).
+        """
+        kernel, bias = self.fused_kernel(("key", "value"))
+        shape = ops.shape(context)
+        projected = ops.matmul(ops.reshape(context, (-1, shape[-1])), kernel)
+        if bias is not None:
+            projected = projected + bias
+        projected = ops.reshape(
+            projected, (shape[0], shape[1], 2, self.num_heads, self.head_dim)
+        )
+        return ops.transpose(projected, (0, 2, 3, 1, 4))
+
+    # Decoding one token per step ------------------------------------------------
+    #
+    # A search runs the decoder on (B, M) rows, one token each, thousands of times:
+    # in graph mode (stock TF Serving) every op costs overhead, so the step keeps
+    # 2-D matmuls against weights prepared once per search and heads laid out so
+    # that no transpose is needed (see `Seq2SeqTransformer.start_decoding`).
+
+    def fused_kernel(self, names):
+        """The named projections' kernels side by side, as one 2-D matmul kernel.
+
+        Built from the separate `query`/`key`/`value` variables (so checkpoints keep
+        their layout) each time it is called: a search calls it once, outside its loop.
+        The query part is scaled by 1/√D, which the attention formula applies to
+        queries anyway.
+
+        Args:
+            names: projections among "query", "key", "value", in the wanted order.
+
+        Returns:
+            `(kernel, bias)`: (Mq, n·H·D) and (n·H·D,) (None without biases), in the
+            compute dtype.
+        """
+        dense = {"query": self.query_dense, "key": self.key_dense, "value": self.value_dense}
+        scale = 1.0 / math.sqrt(self.head_dim)
+        kernels, biases = [], []
+        for name in names:
+            projection = dense[name]
+            factor = scale if name == "query" else 1.0
+            kernel = projection.kernel
+            kernels.append(ops.reshape(kernel, (kernel.shape[0], -1)) * factor)
+            if projection.bias is not None:
+                biases.append(ops.reshape(projection.bias, (-1,)) * factor)
+        kernel = ops.cast(ops.concatenate(kernels, axis=1), self.compute_dtype)
+        bias = ops.cast(ops.concatenate(biases, axis=0), self.compute_dtype) if biases else None
+        return kernel, bias
+
+    def decoding_weights(self):
+        """Weights of `decode_token`, as tensors read once per search.
+
+        Returns:
+            dict: "input_kernel"/"input_bias", the fused query, key and value
+            projection (self-attention) or the query projection alone
+            (cross-attention, whose keys and values come from `compute_key_value`);
+            "output_kernel" (H·D, M) and "output_bias" (M,) or None.
+        """
+        names = ("query",) if self.is_cross_attention else ("query", "key", "value")
+        input_kernel, input_bias = self.fused_kernel(names)
+        output = self.output_dense
+        output_kernel = ops.reshape(output.kernel, (-1, output.kernel.shape[-1]))
+        output_bias = None if output.bias is None else tf.identity(output.bias)
+        cast = lambda x: None if x is None else ops.cast(x, self.compute_dtype)  # noqa: E731
+        return {
+            "input_kernel": input_kernel,
+            "input_bias": input_bias,
+            "output_kernel": cast(output_kernel),
+            "output_bias": cast(output_bias),
+        }
+
+    def project_token(self, x, weights):
+        """Projects (B, M) rows: queries (B, H, 1, D), and for self-attention the
+        new keys and values (B, 2, H, 1, D) (already in the cache's layout)."""
+        projected = tf.matmul(x, weights["input_kernel"])
+        if weights["input_bias"] is not None:
+            projected = tf.nn.bias_add(projected, weights["input_bias"])
+        parts = 1 if self.is_cross_attention else 3
+        projected = tf.reshape(projected, (-1, parts, self.num_heads, 1, self.head_dim))
+        if self.is_cross_attention:
+            return projected[:, 0], None
+        return projected[:, 0], projected[:, 1:]
+
+    def attend_token(self, query, keys, values, mask, weights):
+        """Attention of one query per row over prepared keys and values.
+
+        Args:
+            query: (B, H, 1, D) from `project_token` (already scaled by 1/√D).
+            keys: (B, H, L, D).
+            values: (B, H, L, D).
+            mask: from `token_mask`, broadcastable to (B, H, 1, L).
+            weights: from `decoding_weights`.
+
+        Returns:
+            (B, M) outputs.
+        """
+        scores = tf.matmul(query, keys, transpose_b=True)  # (B, H, 1, L)
+        scores = tf.cast(scores, tf.float32)
+        if self.normalize == "softmax":
+            attention = tf.nn.softmax(scores + mask)
+        else:  # "relu": weights over the visible keys only, divided by their count.
+            attention = tf.nn.relu(scores) * mask / tf.maximum(
+                tf.reduce_sum(mask, axis=-1, keepdims=True), 1.0
+            )
+        attended = tf.matmul(tf.cast(attention, values.dtype), values)  # (B, H, 1, D)
+        outputs = tf.matmul(
+            tf.reshape(attended, (-1, self.num_heads * self.head_dim)), weights["output_kernel"]
+        )
+        if weights["output_bias"] is not None:
+            outputs = tf.nn.bias_add(outputs, weights["output_bias"])
+        return outputs
+
+    def cache_token_mask(self, index, cache_length):
+        """`token_mask` of a self-attention step at position `index` over a cache of
+        `cache_length` positions: (L,), keys at positions <= index (and within the
+        window, if any) visible."""
+        positions = tf.range(cache_length)
+        visible = positions <= index
+        if self.window is not None:
+            visible = tf.logical_and(visible, positions >= index - self.window)
+        return self.token_mask(visible)
+
+    def token_mask(self, visible):
+        """Turns booleans (…, L), True where a key is visible, into what
+        `attend_token` adds to (softmax) or multiplies (relu) the float32 scores.
+
+        Computed once per search (source padding) or once per step (causal), and
+        shared by the layers.
+        """
+        visible = tf.cast(visible, tf.bool)
+        if self.normalize == "softmax":
+            return tf.where(visible, 0.0, MASK_VALUE)
+        return tf.cast(visible, tf.float32)
 
     def call(
         self,

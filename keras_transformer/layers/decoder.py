@@ -6,6 +6,8 @@ D head size, L cache length.
 """
 
 import keras
+import tensorflow as tf
+from keras import ops
 
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.ops import checks
@@ -57,6 +59,94 @@ class DecoderBlock(TransformerBlock):
     def compute_cross_attention_cache(self, encoder_outputs):
         """Projects the encoder output once: (B, S, M) → (B, 2, H, S, D)."""
         return self.cross_attention.compute_key_value(encoder_outputs)
+
+    def decoding_weights(self):
+        """What `decode_token` reads, as tensors read once per search: both
+        attentions' `decoding_weights`, the norms' scales and offsets and the
+        feed-forward kernels (a step then reads no variable)."""
+        norms = {}
+        for name in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm"):
+            norm = getattr(self, name)
+            norms[name] = tuple(
+                None if w is None else tf.identity(w) for w in (norm.gamma, norm.beta)
+            )
+        feed_forward = []
+        for dense in (self.feed_forward.inner_dense, self.feed_forward.output_dense):
+            kernel = ops.cast(dense.kernel, self.compute_dtype)
+            bias = None if dense.bias is None else ops.cast(dense.bias, self.compute_dtype)
+            feed_forward.append((kernel, bias, dense.activation))
+        return {
+            "self_attention": self.self_attention.decoding_weights(),
+            "cross_attention": self.cross_attention.decoding_weights(),
+            "norms": norms,
+            "feed_forward": feed_forward,
+        }
+
+    def decode_token(self, x, weights, write_cache, cross_cache, self_mask, cross_mask):
+        """Runs the block on one token per row, as `call` does with a cache.
+
+        Args:
+            x: (B, M) the stream at the current position.
+            weights: from `decoding_weights`.
+            write_cache: function that takes this step's keys and values
+                (B, 2, H, 1, D), writes them into this block's self-attention cache
+                and returns the cache's keys and values, each (B, H, L, D).
+            cross_cache: (keys, values) of the encoder output, each (B, H, S, D).
+            self_mask: `token_mask` of the self-attention keys, broadcastable to
+                (B, H, 1, L).
+            cross_mask: `token_mask` of the source, broadcastable to (B, H, 1, S).
+
+        Returns:
+            (B, M) outputs.
+        """
+
+        def normalize(x, name):
+            # LayerNormalization's formula on (B, M) rows with its scale and offset
+            # read once per search (the layer reads and reshapes them at every call).
+            norm = getattr(self, name)
+            gamma, beta = weights["norms"][name]
+            if norm.rms_scaling:
+                outputs = ops.layer_normalization(
+                    x, gamma, beta, norm.axis, norm.epsilon, rms_scaling=True
+                )
+            else:
+                # In float32 (the variables' dtype) under a mixed-precision policy too.
+                x = tf.cast(x, tf.float32)
+                mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+                outputs = tf.nn.batch_normalization(x, mean, variance, beta, gamma, norm.epsilon)
+            return ops.cast(outputs, norm.compute_dtype)
+
+        def sublayer_input(x, name):  # as `_sublayer_input`
+            return normalize(x, name) if self.norm_first else x
+
+        def add_and_norm(x, outputs, name):  # as `_add_and_norm` without dropout
+            x = x + outputs
+            return x if self.norm_first else normalize(x, name)
+
+        attention = self.self_attention
+        query, key_value = attention.project_token(
+            sublayer_input(x, "self_attention_norm"), weights["self_attention"]
+        )
+        keys, values = write_cache(key_value)
+        attended = attention.attend_token(query, keys, values, self_mask, weights["self_attention"])
+        x = add_and_norm(x, attended, "self_attention_norm")
+
+        attention = self.cross_attention
+        query, _ = attention.project_token(
+            sublayer_input(x, "cross_attention_norm"), weights["cross_attention"]
+        )
+        attended = attention.attend_token(
+            query, *cross_cache, cross_mask, weights["cross_attention"]
+        )
+        x = add_and_norm(x, attended, "cross_attention_norm")
+
+        transformed = sublayer_input(x, "feed_forward_norm")
+        for kernel, bias, activation in weights["feed_forward"]:  # FeedForward's two Dense
+            transformed = tf.matmul(transformed, kernel)
+            if bias is not None:
+                transformed = tf.nn.bias_add(transformed, bias)
+            transformed = activation(transformed)
+        return add_and_norm(x, transformed, "feed_forward_norm")
 
     def call(
         self,

@@ -7,6 +7,7 @@ M model width, N decoder layers, H heads, D head size, L cache length.
 import dataclasses
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.decoder import DecoderBlock
@@ -15,6 +16,9 @@ from keras_transformer.layers.padding_mask import PaddingMask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.config import preset
+from keras_transformer.ops.cache import position_offset
+from keras_transformer.ops.cache import stacked_cache_indices
+from keras_transformer.ops.cache import write_stacked_cache
 
 
 @dataclasses.dataclass
@@ -242,6 +246,118 @@ class Seq2SeqTransformer(keras.Model):
             )
             updated.append(self_cache)
         return _project(layers, x), tuple(updated)
+
+    # One token per step, for the searches ---------------------------------------
+
+    def start_decoding(self, encoder_outputs, encoder_padding_mask, max_length, repeats=1):
+        """Prepares, once per search, everything `decode_token` reads at every step.
+
+        The step then runs 2-D matmuls against fused kernels (`fused_kernel`: the
+        query, key and value kernels side by side, built from the checkpoint's
+        separate variables), reads the sinusoid table by position, and finds the
+        source mask, the cross-attention keys and values and the output projection
+        already made.
+
+        Args:
+            encoder_outputs: (B, S, M) from `encode`.
+            encoder_padding_mask: (B, S) booleans from `encode`.
+            max_length: L, target positions the self-attention cache holds.
+            repeats: K, copies of each row (beam search: row b·K + k).
+
+        Returns:
+            `(cache, state)`: the (N, 2, B·K, H, L, D) zero self-attention cache of
+            all decoder layers, and a dict of tensors fixed for the search.
+        """
+        layers = self.transformer_layers
+        blocks = layers.decoder_blocks
+        if repeats > 1:
+            encoder_outputs, encoder_padding_mask = (
+                tf.repeat(x, repeats, axis=0) for x in (encoder_outputs, encoder_padding_mask)
+            )
+        batch_size = tf.shape(encoder_outputs)[0]
+        head_dim = self.config.d_model // self.config.num_heads
+        cache = tf.zeros(
+            (len(blocks), 2, batch_size, self.config.num_heads, max_length, head_dim),
+            dtype=blocks[0].compute_dtype,
+        )
+        cross_caches = []
+        for block in blocks:
+            keys_values = block.compute_cross_attention_cache(encoder_outputs)
+            cross_caches.append((keys_values[:, 0], keys_values[:, 1]))
+        embedding = layers.target_embedding
+        # ReversibleEmbedding's reverse pass transposes the tied table on every call;
+        # the step multiplies by it transposed instead (`transpose_b`).
+        if embedding.tie_weights:
+            output_kernel = tf.identity(embedding.embeddings)  # read here, not per step
+        else:
+            output_kernel = tf.transpose(embedding.reverse_embeddings)  # once: (V, M)
+        if embedding.reverse_dtype is not None:
+            output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
+        positions = layers.target_positions
+        signal = ops.cast(positions.position_signal(max_length), embedding.compute_dtype)
+        state = {
+            "weights": [block.decoding_weights() for block in blocks],
+            "cross_caches": cross_caches,
+            # One mask per distinct attention kind, shared by the layers.
+            "cross_mask": blocks[0].cross_attention.token_mask(
+                encoder_padding_mask[:, None, None, :]
+            ),
+            "positions": signal,
+            "cache_indices": stacked_cache_indices(
+                batch_size, len(blocks), self.config.num_heads
+            ),
+            "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
+            "output_kernel": output_kernel,  # (V, M)
+        }
+        return cache, state
+
+    def decode_token(self, tokens, index, cache, state):
+        """Decodes one token per row at position `index`, as `decode_step` does.
+
+        Args:
+            tokens: (B,) int32 ids at position `index`.
+            index: scalar int32.
+            cache: (N, 2, B, H, L, D) from `start_decoding` or the last step.
+            state: from `start_decoding`.
+
+        Returns:
+            `(logits, cache)`: (B, V) float32 logits and the updated cache.
+        """
+        layers = self.transformer_layers
+        embedding = layers.target_embedding
+        positions = layers.target_positions
+        # Both tables were read once per search (`start_decoding`): a step gathers rows.
+        x = tf.gather(state["embeddings"], tokens)
+        if positions.scale_embeddings:
+            x = x * ops.cast(self.config.d_model**0.5, x.dtype)
+        x = x + tf.gather(state["positions"], index)
+        offset = position_offset(index)
+        cache_length = tf.shape(cache)[-2]
+        self_masks = {}
+        for layer, block in enumerate(layers.decoder_blocks):
+            attention = block.self_attention
+            kind = (attention.window, attention.normalize)
+            if kind not in self_masks:
+                self_masks[kind] = attention.cache_token_mask(index, cache_length)
+
+            def write_cache(update, layer=layer):
+                nonlocal cache
+                cache, keys, values = write_stacked_cache(
+                    cache, update, state["cache_indices"][layer] + offset, layer
+                )
+                return keys, values
+
+            x = block.decode_token(
+                x, state["weights"][layer], write_cache, state["cross_caches"][layer],
+                self_masks[kind], state["cross_mask"],
+            )
+        if layers.decoder_output_norm is not None:
+            x = layers.decoder_output_norm(x)
+        kernel = state["output_kernel"]
+        logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=True)
+        if embedding.logit_soft_cap is not None:
+            logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
+        return tf.cast(logits, tf.float32), cache
 
     def attention_weights(self, encoder_tokens, decoder_tokens):
         """Every attention map of a teacher-forced pass, for plots and the web page.

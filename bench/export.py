@@ -1,0 +1,195 @@
+"""The exported translator as TF Serving runs it, beside the tutorial's exported one.
+
+Both are SavedModels with a `serving_default` signature that takes strings and
+returns strings (tokenization, the decoding loop and detokenization inside the
+graph), loaded with `tf.saved_model.load` in a fresh process that imports only
+TensorFlow and tensorflow-text (what TF Serving has), and called through that
+signature, in graph mode unless the export was made with XLA.
+
+- **ours**: `TranslationModule` written by `write_export`, greedy and beam 4, the
+  cached search (`SequenceSearch`), with and without `jit_compile` (the `export
+  --xla` option) when the command line's `--xla` allows.
+- **tutorial**: the TensorFlow tutorial's `ExportTranslator`: a `tf.Module` whose one
+  `tf.function` `__call__` tokenizes, runs the uncached greedy loop (the whole model
+  on the whole prefix at every step: `make_uncached_greedy`) and detokenizes, saved
+  with `tf.saved_model.save`, that function named `serving_default`. Two
+  changes, both in its favour or neutral: it takes a batch of strings (the tutorial's
+  takes one, so batch 32 would be 32 calls), and it skips the tutorial's extra full
+  pass that recomputes the attention weights for plotting.
+
+Same model and weights for all (the preset's, random), the benchmark's SentencePiece
+models, and a fixed amount of work: an end token outside the vocabulary makes every
+row decode exactly `new_tokens` tokens, as in `bench.decoding`. Latency at batch 1:
+one sentence per call, every model called in turn for `rounds` rounds (different
+sentences, the same for every model), p50/p99 of the calls; XLA exports are first
+called once with each of those sentences (a new source length is a new shape, which
+XLA compiles: reported as its own row), then timed warm. Throughput at batch 32:
+32 sentences per call, models in turn, sentences/s of the median call. Ratios are
+against the tutorial's exported translator.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+NEVER = 10**6  # an end token outside the vocabulary
+
+
+def _tutorial_translator(model, source_tokenizer, target_tokenizer, new_tokens):
+    """The tutorial's `ExportTranslator` over its uncached loop."""
+    import tensorflow as tf
+
+    from keras_transformer.constants import PAD_ID
+    from keras_transformer.decoding import make_uncached_greedy
+
+    class ExportTranslator(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.source_tokenizer = source_tokenizer
+            self.target_tokenizer = target_tokenizer
+            self._setattr_tracking = False  # as TranslationModule: variables below
+            self.decode = make_uncached_greedy(model, max_length=new_tokens, eos_id=NEVER)
+            self._setattr_tracking = True
+
+        def track_variables(self):
+            """Tracks the variables the function reads (the model is not tracked)."""
+            self.model_variables = list(self.__call__.get_concrete_function().variables)
+            return self
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, sentence):
+            ids = self.source_tokenizer.tokenize(sentence).to_tensor(default_value=PAD_ID)
+            return {"translation": self.target_tokenizer.detokenize(self.decode(ids))}
+
+    return ExportTranslator().track_variables()
+
+
+def _export_all(folder, preset, new_tokens, xla_modes):
+    """Writes every SavedModel; returns {name: (path, input name)}."""
+    import keras
+    import tensorflow as tf
+
+    from bench.training import corpus_and_tokenizers
+    from keras_transformer.decoding import SequenceSearch
+    from keras_transformer.export import TranslationModule
+    from keras_transformer.export import write_export
+    from keras_transformer.models import build_transformer
+
+    _, _, source, target = corpus_and_tokenizers()
+    keras.utils.set_random_seed(0)
+    model = build_transformer(preset, source_vocab_size=source.vocab_size,
+                              target_vocab_size=target.vocab_size)
+    exports = {}
+    for jit in xla_modes:
+        for beam in (1, 4):
+            module = TranslationModule(model, source, target, max_source_length=64,
+                                       beam_width=beam, max_output_length=new_tokens,
+                                       jit_compile=jit)
+            # Fixed work: the same search, with an end token the model never produces.
+            module.search = SequenceSearch(model, max_length=new_tokens, beam_width=beam,
+                                           eos_id=NEVER, jit_compile=jit)
+            name = ("greedy" if beam == 1 else "beam 4") + (", XLA" if jit else "")
+            path = write_export(module, folder, f"ours{len(exports)}", version=1)
+            exports[f"ours, {name}"] = (path, "text")
+    path = os.path.join(folder, "tutorial")
+    translator = _tutorial_translator(model, source, target, new_tokens)
+    # The tutorial saves without naming a signature; TF Serving needs serving_default.
+    tf.saved_model.save(translator, path,
+                        signatures={"serving_default": translator.__call__.get_concrete_function()})
+    exports["tutorial"] = (path, "sentence")
+    return exports
+
+
+def _measure(exports, sentences, rounds, batch_rounds):
+    """In a fresh process: per model, batch-1 call times and batch-32 call times."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from bench.common import time_interleaved
+
+    loaded = {name: (tf.saved_model.load(path), key) for name, (path, key) in exports.items()}
+
+    def caller(name, texts):
+        model, key = loaded[name]
+        function = model.signatures["serving_default"]
+        batch = tf.constant(texts)
+        return lambda: [value.numpy() for value in function(**{key: batch}).values()]
+
+    names = list(loaded)
+    latency = {name: [] for name in names}
+    for name in names:  # first calls (graph set-up, XLA compilation) untimed
+        caller(name, sentences[:1])()
+        caller(name, sentences[:32])()
+    # XLA compiles once per input shape, so a new source length costs a compilation
+    # (seconds). Timed once cold (the first request of each shape), then warm.
+    cold = {}
+    for name in names:
+        if "XLA" in name:
+            cold[name] = time_interleaved(
+                [caller(name, [text]) for text in sentences[:rounds]], warmup=0, repeats=1)
+    for round_index in range(rounds):
+        text = [sentences[round_index % len(sentences)]]
+        times = time_interleaved([caller(name, text) for name in names], warmup=0, repeats=1)
+        for name, seconds in zip(names, times):
+            latency[name].append(seconds)
+    batch32 = time_interleaved([caller(name, sentences[:32]) for name in names], warmup=0,
+                               repeats=batch_rounds)
+    return {
+        name: {"p50": float(np.percentile(latency[name], 50)),
+               "p99": float(np.percentile(latency[name], 99)),
+               "batch32": seconds,
+               **({"cold_p50": float(np.percentile(cold[name], 50)),
+                   "cold_max": float(np.max(cold[name]))} if name in cold else {})}
+        for name, seconds in zip(names, batch32)
+    }
+
+
+def run(results, quick=False, new_tokens=32):
+    from bench.training import corpus_and_tokenizers
+
+    options = results.options
+    preset = options.get("preset", "small")
+    xla_modes = {"both": (False, True), "on": (True,), "off": (False,)}[options.get("xla", "off")]
+    rounds, batch_rounds = (8, 1) if quick else (30, 3)
+    sources = corpus_and_tokenizers()[0]
+    sentences = [text for text in sources[::97] if text][:64]
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
+        exports = _export_all(folder, preset, new_tokens, xla_modes)
+        job = {"exports": exports, "sentences": sentences, "rounds": rounds,
+               "batch_rounds": batch_rounds}
+        # A fresh process, as a server that loads the SavedModel and nothing else.
+        completed = subprocess.run(
+            [sys.executable, "-m", "bench.export"], input=json.dumps(job), text=True,
+            capture_output=True, check=False,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
+    if completed.returncode != 0:
+        raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
+    measured = json.loads(completed.stdout.strip().splitlines()[-1])
+    baseline = measured["tutorial"]
+    label = f"{preset}, {new_tokens} tokens, serving_default"
+    for name, numbers in measured.items():
+        mode = "tutorial's exported Translator (uncached)" if name == "tutorial" else name
+        vs = None if name == "tutorial" else "tutorial's exported translator"
+        for metric in ("p50", "p99"):
+            ratio = None if vs is None else baseline[metric] / numbers[metric]
+            results.add("export", f"{label}, batch 1", f"{mode}: latency {metric}",
+                        numbers[metric] * 1e3, "ms", ratio=ratio, baseline=vs)
+        if "cold_max" in numbers:
+            # Before warm-up: the slowest of those calls is one that compiled a new shape.
+            for metric in ("p50", "max"):
+                results.add("export", f"{label}, batch 1", f"{mode}: latency {metric} before "
+                            "every source length was seen", numbers[f"cold_{metric}"] * 1e3, "ms")
+        ratio = None if vs is None else baseline["batch32"] / numbers["batch32"]
+        results.add("export", f"{label}, batch 32", f"{mode}: sentences/s",
+                    32 / numbers["batch32"], "sent/s", ratio=ratio, baseline=vs)
+    results.context["export"] = measured
+
+
+if __name__ == "__main__":
+    job = json.loads(sys.stdin.read())
+    print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
+                              job["batch_rounds"])))

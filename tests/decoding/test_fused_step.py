@@ -1,0 +1,154 @@
+"""The search's one-token step (fused kernels, stacked cache, prepared masks) against
+the layers' own cached path, and the checkpoint layout it must not change."""
+
+import numpy as np
+import keras
+import pytest
+
+from keras_transformer.constants import BOS_ID
+from keras_transformer.decoding import SequenceSearch
+from keras_transformer.decoding.search import next_token_log_probs
+from keras_transformer.layers import MultiHeadSelfAttention
+from keras_transformer.models import build_transformer
+
+# Weights of a 1+1-layer tiny model as saved before the fused decoding step (issue 18,
+# listed from commit 6f5a13a): .weights.h5 checkpoints are read by these paths.
+EARLIER_LAYOUT = [
+    ('source_embedding/embeddings', (16, 32)),
+    ('target_embedding/embeddings', (16, 32)),
+    ('encoder_block_0/self_attention/query/kernel', (32, 2, 16)),
+    ('encoder_block_0/self_attention/query/bias', (2, 16)),
+    ('encoder_block_0/self_attention/key/kernel', (32, 2, 16)),
+    ('encoder_block_0/self_attention/key/bias', (2, 16)),
+    ('encoder_block_0/self_attention/value/kernel', (32, 2, 16)),
+    ('encoder_block_0/self_attention/value/bias', (2, 16)),
+    ('encoder_block_0/self_attention/attention_output/kernel', (2, 16, 32)),
+    ('encoder_block_0/self_attention/attention_output/bias', (32,)),
+    ('encoder_block_0/self_attention_norm/gamma', (32,)),
+    ('encoder_block_0/self_attention_norm/beta', (32,)),
+    ('encoder_block_0/feed_forward/inner_dense/kernel', (32, 64)),
+    ('encoder_block_0/feed_forward/inner_dense/bias', (64,)),
+    ('encoder_block_0/feed_forward/output_dense/kernel', (64, 32)),
+    ('encoder_block_0/feed_forward/output_dense/bias', (32,)),
+    ('encoder_block_0/feed_forward_norm/gamma', (32,)),
+    ('encoder_block_0/feed_forward_norm/beta', (32,)),
+    ('decoder_block_0/self_attention/query/kernel', (32, 2, 16)),
+    ('decoder_block_0/self_attention/query/bias', (2, 16)),
+    ('decoder_block_0/self_attention/key/kernel', (32, 2, 16)),
+    ('decoder_block_0/self_attention/key/bias', (2, 16)),
+    ('decoder_block_0/self_attention/value/kernel', (32, 2, 16)),
+    ('decoder_block_0/self_attention/value/bias', (2, 16)),
+    ('decoder_block_0/self_attention/attention_output/kernel', (2, 16, 32)),
+    ('decoder_block_0/self_attention/attention_output/bias', (32,)),
+    ('decoder_block_0/self_attention_norm/gamma', (32,)),
+    ('decoder_block_0/self_attention_norm/beta', (32,)),
+    ('decoder_block_0/cross_attention/query/kernel', (32, 2, 16)),
+    ('decoder_block_0/cross_attention/query/bias', (2, 16)),
+    ('decoder_block_0/cross_attention/key/kernel', (32, 2, 16)),
+    ('decoder_block_0/cross_attention/key/bias', (2, 16)),
+    ('decoder_block_0/cross_attention/value/kernel', (32, 2, 16)),
+    ('decoder_block_0/cross_attention/value/bias', (2, 16)),
+    ('decoder_block_0/cross_attention/attention_output/kernel', (2, 16, 32)),
+    ('decoder_block_0/cross_attention/attention_output/bias', (32,)),
+    ('decoder_block_0/cross_attention_norm/gamma', (32,)),
+    ('decoder_block_0/cross_attention_norm/beta', (32,)),
+    ('decoder_block_0/feed_forward/inner_dense/kernel', (32, 64)),
+    ('decoder_block_0/feed_forward/inner_dense/bias', (64,)),
+    ('decoder_block_0/feed_forward/output_dense/kernel', (64, 32)),
+    ('decoder_block_0/feed_forward/output_dense/bias', (32,)),
+    ('decoder_block_0/feed_forward_norm/gamma', (32,)),
+    ('decoder_block_0/feed_forward_norm/beta', (32,)),
+]
+
+
+def _tokens(rng, batch, length, vocab, lengths=None):
+    tokens = rng.integers(4, vocab, size=(batch, length)).astype("int32")
+    for row, real in enumerate(lengths or []):
+        tokens[row, real:] = 0
+    return tokens
+
+
+def test_variable_paths_and_shapes_are_those_of_earlier_checkpoints():
+    model = build_transformer(
+        "tiny", source_vocab_size=16, target_vocab_size=16, num_encoder_layers=1,
+        num_decoder_layers=1,
+    )
+    assert [(w.path, tuple(w.shape)) for w in model.weights] == EARLIER_LAYOUT
+
+
+def test_earlier_weights_file_loads_and_decodes_alike(tmp_path):
+    # A checkpoint written by one model loads into a fresh one by path, and the
+    # fused search of both gives the same tokens.
+    keras.utils.set_random_seed(1)
+    saved = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
+    saved.save_weights(tmp_path / "model.weights.h5")
+    keras.utils.set_random_seed(2)
+    loaded = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
+    loaded.load_weights(tmp_path / "model.weights.h5")
+    source = _tokens(np.random.default_rng(0), 3, 6, 30, lengths=[6, 2, 4])
+    np.testing.assert_array_equal(
+        SequenceSearch(saved, max_length=8).beam_search(source)["tokens"],
+        SequenceSearch(loaded, max_length=8).beam_search(source)["tokens"],
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"norm_first": True}, {"window": 2}, {"normalize": "relu"},
+     {"share_vocabulary": True, "source_vocab_size": 50}, {"tie_output_embedding": False}],
+)
+def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(overrides):
+    keras.utils.set_random_seed(3)
+    model = build_transformer(
+        "tiny", **{"source_vocab_size": 40, "target_vocab_size": 50, **overrides}
+    )
+    rng = np.random.default_rng(3)
+    source = _tokens(rng, 2, 7, model.config.source_vocab_size, lengths=[7, 3])
+    target = _tokens(rng, 2, 6, model.config.target_vocab_size)
+    encoder_outputs, encoder_mask = model.encode(source)
+    # The layers' path: separate query/key/value projections, per-layer caches.
+    self_caches, cross_caches = model.init_cache(encoder_outputs, max_length=8)
+    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8)
+    for index in range(6):
+        expected, self_caches = model.decode_step(
+            target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
+        )
+        logits, cache = model.decode_token(target[:, index], index, cache, state)
+        np.testing.assert_allclose(logits, np.asarray(expected)[:, 0], atol=1e-5)
+    stacked = np.transpose(np.stack(self_caches), (0, 2, 1, 3, 4, 5))  # → (N, 2, B, H, L, D)
+    np.testing.assert_allclose(cache, stacked, atol=1e-5)
+    for block, cross_cache in zip(model.transformer_layers.decoder_blocks, state["cross_caches"]):
+        separate = block.cross_attention.compute_key_value(encoder_outputs)
+        np.testing.assert_allclose(np.stack(cross_cache, axis=1), separate, atol=1e-6)
+
+
+def test_fused_kernel_equals_the_separate_projections():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(3, 5, 32)).astype("float32")
+    layer = MultiHeadSelfAttention(num_heads=4, causal=True)
+    layer.build(x.shape)
+    kernel, bias = layer.fused_kernel(("query", "key", "value"))
+    fused = np.asarray(keras.ops.matmul(x, kernel) + bias).reshape(3, 5, 3, 4, 8)
+    scale = 1 / np.sqrt(8)  # the query part carries the attention's 1/√D
+    np.testing.assert_allclose(fused[:, :, 0], np.asarray(layer.query_dense(x)) * scale, atol=1e-6)
+    np.testing.assert_allclose(fused[:, :, 1], layer.key_dense(x), atol=1e-6)
+    np.testing.assert_allclose(fused[:, :, 2], layer.value_dense(x), atol=1e-6)
+
+
+def test_beam_search_reorders_every_layer_cache_with_its_beam():
+    # Each hypothesis must keep its own cache in every layer through the one gather,
+    # which the scores check: they equal teacher-forced scores of the hypotheses.
+    keras.utils.set_random_seed(5)
+    model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
+    source = _tokens(np.random.default_rng(5), 4, 6, 30, lengths=[6, 3, 5, 2])
+    never = 1000
+    result = SequenceSearch(model, max_length=7, beam_width=3, alpha=0.0, eos_id=never
+                            ).beam_search(source, max_new_tokens=7)
+    tokens = np.asarray(result["tokens"])
+    for beam in range(3):
+        # With no end token, scores are the plain sums of the hypotheses' log-probabilities.
+        decoder = np.concatenate([np.full((4, 1), BOS_ID, "int32"), tokens[:, beam, :-1]], axis=1)
+        logits = model({"encoder_tokens": source, "decoder_tokens": decoder})
+        log_probs = np.asarray(next_token_log_probs(logits))
+        expected = np.take_along_axis(log_probs, tokens[:, beam, :, None], -1)[..., 0].sum(-1)
+        np.testing.assert_allclose(result["scores"][:, beam], expected, atol=1e-3)
