@@ -13,8 +13,8 @@ from keras import ops
 from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
-from keras_transformer.ops.attention import MASK_VALUE
 from keras_transformer.ops.attention import NORMALIZATIONS
+from keras_transformer.ops.attention import attention_weights
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.cache import update_cache
 from keras_transformer.ops.masks import compute_attention_mask
@@ -242,20 +242,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query: (B, H, 1, D) from `project_token` (already scaled by 1/√D).
             keys: (B, H, L, D).
             values: (B, H, L, D).
-            mask: from `token_mask`, broadcastable to (B, H, 1, L).
+            mask: booleans broadcastable to (B, H, 1, L), True where a key is
+                visible (`cache_token_mask`, or the source padding mask).
             weights: from `decoding_weights`.
 
         Returns:
             (B, M) outputs.
         """
         scores = tf.matmul(query, keys, transpose_b=True)  # (B, H, 1, L)
-        scores = tf.cast(scores, tf.float32)
-        if self.normalize == "softmax":
-            attention = tf.nn.softmax(scores + mask)
-        else:  # "relu": weights over the visible keys only, divided by their count.
-            attention = tf.nn.relu(scores) * mask / tf.maximum(
-                tf.reduce_sum(mask, axis=-1, keepdims=True), 1.0
-            )
+        attention = attention_weights(scores, mask, self.normalize)  # the one formula
         attended = tf.matmul(tf.cast(attention, values.dtype), values)  # (B, H, 1, D)
         outputs = tf.matmul(
             tf.reshape(attended, (-1, self.num_heads * self.head_dim)), weights["output_kernel"]
@@ -265,26 +260,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return outputs
 
     def cache_token_mask(self, index, cache_length):
-        """`token_mask` of a self-attention step at position `index` over a cache of
-        `cache_length` positions: (L,), keys at positions <= index (and within the
-        window, if any) visible."""
-        positions = tf.range(cache_length)
-        visible = positions <= index
-        if self.window is not None:
-            visible = tf.logical_and(visible, positions >= index - self.window)
-        return self.token_mask(visible)
-
-    def token_mask(self, visible):
-        """Turns booleans (…, L), True where a key is visible, into what
-        `attend_token` adds to (softmax) or multiplies (relu) the float32 scores.
-
-        Computed once per search (source padding) or once per step (causal), and
-        shared by the layers.
-        """
-        visible = tf.cast(visible, tf.bool)
-        if self.normalize == "softmax":
-            return tf.where(visible, 0.0, MASK_VALUE)
-        return tf.cast(visible, tf.float32)
+        """The keys a self-attention step at position `index` sees in a cache of
+        `cache_length` positions: (1, 1, L) booleans from the one mask helper (the
+        causal constraint, and the window if any)."""
+        return compute_attention_mask(
+            query_length=1,
+            key_length=cache_length,
+            causal=True,
+            window=self.window,
+            query_offset=index,
+        )
 
     def call(
         self,

@@ -92,9 +92,10 @@ class DecoderBlock(TransformerBlock):
                 (B, 2, H, 1, D), writes them into this block's self-attention cache
                 and returns the cache's keys and values, each (B, H, L, D).
             cross_cache: (keys, values) of the encoder output, each (B, H, S, D).
-            self_mask: `token_mask` of the self-attention keys, broadcastable to
-                (B, H, 1, L).
-            cross_mask: `token_mask` of the source, broadcastable to (B, H, 1, S).
+            self_mask: booleans broadcastable to (B, H, 1, L), True for the cache
+                positions this step sees (`cache_token_mask`).
+            cross_mask: booleans broadcastable to (B, H, 1, S), True for real source
+                tokens.
 
         Returns:
             (B, M) outputs.

@@ -298,10 +298,8 @@ class Seq2SeqTransformer(keras.Model):
         state = {
             "weights": [block.decoding_weights() for block in blocks],
             "cross_caches": cross_caches,
-            # One mask per distinct attention kind, shared by the layers.
-            "cross_mask": blocks[0].cross_attention.token_mask(
-                encoder_padding_mask[:, None, None, :]
-            ),
+            # (B, 1, 1, S): the source keys every query of every head may see.
+            "cross_mask": tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :],
             "positions": signal,
             "cache_indices": stacked_cache_indices(
                 batch_size, len(blocks), self.config.num_heads
@@ -336,7 +334,7 @@ class Seq2SeqTransformer(keras.Model):
         self_masks = {}
         for layer, block in enumerate(layers.decoder_blocks):
             attention = block.self_attention
-            kind = (attention.window, attention.normalize)
+            kind = attention.window  # one mask per distinct window, shared by the layers
             if kind not in self_masks:
                 self_masks[kind] = attention.cache_token_mask(index, cache_length)
 

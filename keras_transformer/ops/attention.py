@@ -14,6 +14,43 @@ from keras_transformer.ops.choices import NORMALIZATIONS  # noqa: F401 (re-expor
 MASK_VALUE = -1e9
 
 
+def attention_weights(scores, mask=None, normalize="softmax"):
+    """Normalises attention scores into weights: the masking and softmax (or ReLU) step.
+
+    Shared by the full pass (`scaled_dot_product_attention`) and the one-token
+    decoding step (`MultiHeadSelfAttention.attend_token`).
+
+    Args:
+        scores: (..., T, S) scores Q Kᵀ / √D, any float dtype.
+        mask: optional booleans broadcastable to `scores`, True where attention is
+            allowed.
+        normalize: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
+            positions contribute zero and n counts the keys the query may see
+            (ReLU attention, Wortsman et al., 2023).
+
+    Returns:
+        (..., T, S) float32 weights.
+    """
+    # Normalise in float32 whatever the compute dtype: bf16 softmax loses mass.
+    scores = ops.cast(scores, "float32")
+    if normalize == "softmax":
+        if mask is not None:
+            scores = ops.where(mask, scores, MASK_VALUE)
+        return ops.softmax(scores, axis=-1)
+    if normalize == "relu":
+        weights = ops.relu(scores)
+        if mask is None:
+            return weights / ops.cast(ops.shape(scores)[-1], "float32")
+        # Count only the keys each query may see, so that padding and the unused
+        # tail of a decoding cache change nothing.
+        weights = ops.where(mask, weights, 0.0)
+        visible = ops.sum(ops.cast(mask, "float32"), axis=-1, keepdims=True)
+        return weights / ops.maximum(visible, 1.0)
+    raise ValueError(
+        f"`normalize` must be one of {NORMALIZATIONS}; received normalize={normalize!r}."
+    )
+
+
 def scaled_dot_product_attention(
     query,
     key,
@@ -44,28 +81,9 @@ def scaled_dot_product_attention(
     # Scaling the queries before the product costs T·D multiplies instead of T·S.
     query = ops.multiply(query, ops.cast(1.0 / math.sqrt(head_size), query.dtype))
     scores = ops.einsum("bhtd,bhsd->bhts", query, key)
-    # Normalise in float32 whatever the compute dtype: bf16 softmax loses mass.
-    scores = ops.cast(scores, "float32")
     if mask is not None:
         mask = ops.expand_dims(ops.cast(mask, "bool"), axis=1)  # (B, 1, T, S)
-    if normalize == "softmax":
-        if mask is not None:
-            scores = ops.where(mask, scores, MASK_VALUE)
-        weights = ops.softmax(scores, axis=-1)
-    elif normalize == "relu":
-        weights = ops.relu(scores)
-        if mask is None:
-            key_count = ops.cast(ops.shape(scores)[-1], "float32")
-        else:
-            # Count only the keys each query may see, so that padding and the unused
-            # tail of a decoding cache change nothing.
-            weights = ops.where(mask, weights, 0.0)
-            key_count = ops.maximum(ops.sum(ops.cast(mask, "float32"), axis=-1, keepdims=True), 1.0)
-        weights = weights / key_count
-    else:
-        raise ValueError(
-            f"`normalize` must be one of {NORMALIZATIONS}; received normalize={normalize!r}."
-        )
+    weights = attention_weights(scores, mask, normalize)
     weights = ops.cast(weights, value.dtype)
     attended = weights
     if dropout_layer is not None:
