@@ -24,6 +24,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.common import Results  # noqa: E402
 from bench.common import machine  # noqa: E402
+from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
+from keras_transformer.data.corpus import pair_files  # noqa: E402
 
 BENCHMARKS = ["ceiling", "training", "attention", "decoding", "export", "serving"]
 # Run only when named: an explanation of the training numbers, not a comparison.
@@ -54,6 +56,9 @@ def parse_args(argv=None):
     parser.add_argument("--serving-preset", default="small",
                         help="model preset of the serving benchmark (default small)")
     parser.add_argument("--output", default="bench/results/latest.json")
+    # The same corpus options as `keras-transformer train` and `evaluate`, from one reader.
+    add_pair_arguments(parser, data_help="the training, export and serving benchmarks' corpus "
+                       "(default: the bundled data/cmn-eng/cmn.txt, zh→en)")
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in BENCHMARKS + ON_REQUEST]
     if unknown:
@@ -63,6 +68,13 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    try:
+        pairs = pair_files(args, default_languages=("zh", "en"))
+    except ValueError as error:
+        raise SystemExit(f"python -m bench: error: {error}") from None
+    from bench.training import use_corpus
+
+    use_corpus(pairs)
     options = {
         "quick": args.quick,
         "preset": args.preset,
@@ -72,6 +84,7 @@ def main(argv=None):
         "baseline_batch_size": args.baseline_batch_size,
         "steps": args.steps,
         "serving_preset": args.serving_preset,
+        "data": pairs.describe() if pairs else "data/cmn-eng/cmn.txt (zh→en)",
     }
     results = Results(options)
     started = time.time()

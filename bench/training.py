@@ -69,16 +69,24 @@ XLA_MULTIPLE = 8  # under XLA the baselines' widths are rounded up to this (see 
 _DATA = {}
 
 
+def use_corpus(pairs):
+    """Makes the benchmarks read `pairs` (a `keras_transformer.data.corpus.PairFiles`,
+    from the options every command shares); None: the bundled cmn.txt, zh→en."""
+    _DATA.clear()
+    _DATA["pairs"] = pairs
+
+
 def corpus_and_tokenizers():
     """(sources, targets, source tokenizer, target tokenizer), built once per process."""
-    if not _DATA:
+    if "sources" not in _DATA:
         from keras_transformer.data import read_cmn_eng
         from keras_transformer.data import sources_and_targets
         from keras_transformer.data import split_pairs
         from keras_transformer.data.tokenizer import SubwordTokenizer
         from keras_transformer.data.tokenizer import train_tokenizers
 
-        split = split_pairs(read_cmn_eng(), seed=0)
+        pairs = _DATA.get("pairs")
+        split = split_pairs(pairs.read() if pairs else read_cmn_eng(), seed=0)
         sources, targets = sources_and_targets(split.train)
         with tempfile.TemporaryDirectory(prefix="bench-tokenizers-") as folder:
             source_path, target_path = train_tokenizers(sources, targets, folder)
