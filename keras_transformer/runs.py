@@ -381,20 +381,31 @@ class RunDir:
         return Weights(path, "average", record.get("epoch"), record.get("step"),
                        record.get("val_loss"), tuple(record.get("sources", ())))
 
-    def weights(self, choice="best"):
+    def current_average_weights(self):
+        """The average written at the end of training, if no epoch checkpoint is newer."""
+        average = self.average_weights()
+        epochs = self.checkpoints("epoch")
+        if average is None or not epochs or average.epoch != epochs[-1].number:
+            return None
+        return average
+
+    def weights(self, choice=None):
         """The weights a command should use.
 
         Args:
-            choice: "best" (the lowest validation loss; the last weights for a run
-                that recorded none), "last" (final weights, else the newest
-                checkpoint), "average" (average.weights.h5, computed from the last
-                `DEFAULT_AVERAGE_LAST` epoch checkpoints when missing), or the
-                path of a weights file.
+            choice: None for the default: the average of the newest epoch
+                checkpoints that training writes when it ends (measured best on the
+                bundled corpus, README), else "best"; "best" (the lowest validation
+                loss; the last weights for a run that recorded none), "last" (final
+                weights, else the newest checkpoint), "average" (average.weights.h5,
+                computed from the last `DEFAULT_AVERAGE_LAST` epoch checkpoints when
+                missing), or the path of a weights file.
 
         Returns:
             A `Weights`.
         """
-        choice = choice or "best"
+        if choice is None:
+            return self.current_average_weights() or self.best_weights() or self.last_weights()
         if choice == "best":
             return self.best_weights() or self.last_weights()
         if choice == "last":
@@ -496,7 +507,7 @@ class RunDir:
 
         return Seq2SeqTransformer(TransformerConfig.from_dict((config or self.read_config())["model"]))
 
-    def load(self, weights="best"):
+    def load(self, weights=None):
         """The model (with the chosen weights) and tokenizers of the run, as a `Run`."""
         from keras_transformer.data.tokenizer import SubwordTokenizer
 
@@ -537,12 +548,13 @@ def read_config(run_dir):
     return RunDir(run_dir).read_config()
 
 
-def load_run(run_dir, weights="best"):
+def load_run(run_dir, weights=None):
     """Loads a run folder's model and tokenizers (`RunDir(run_dir).load(weights)`).
 
     Args:
         run_dir: the run folder.
-        weights: "best", "last", "average" or a weights file (see `RunDir.weights`).
+        weights: None (the default choice), "best", "last", "average" or a weights
+            file (see `RunDir.weights`).
 
     Returns:
         A `Run`.
@@ -556,5 +568,6 @@ def add_weights_argument(parser):
         "--weights", default=None,
         help="weights of the run: best (lowest validation loss; the last weights if none "
         "was recorded), last (final, else the newest checkpoint), average (average.weights.h5, "
-        "computed from the last 5 epoch checkpoints if missing), or a weights file (default: best)",
+        "computed from the last 5 epoch checkpoints if missing), or a weights file (default: the "
+        "average that training writes when it ends, while no newer checkpoint exists; else best)",
     )

@@ -43,10 +43,11 @@ def library_versions():
 
 
 def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
-               max_length=None, xla=False, overwrite=False, keras_file=True, weights="best"):
+               max_length=None, xla=False, overwrite=False, keras_file=True, weights=None):
     """Exports the model of a run folder; returns the version folder's path.
 
-    `weights`: "best", "last", "average" or a weights file (`RunDir.weights`).
+    `weights`: None (the default choice), "best", "last", "average" or a weights file
+    (`RunDir.weights`).
     """
     from keras_transformer.export.module import TranslationModule
     from keras_transformer.export.writer import check_model_name

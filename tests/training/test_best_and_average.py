@@ -1,6 +1,7 @@
 """Best weights follow the lowest validation loss; averaging gives the mean of checkpoints."""
 
 import argparse
+import os
 
 import keras
 import numpy as np
@@ -50,7 +51,7 @@ def test_training_keeps_the_best_epoch_and_commands_use_it(fresh_run):
     history = run.read_history()
     losses = [record["val_loss"] for record in history]
     best_epoch = int(np.nanargmin(np.array(losses, dtype=float)))
-    best = run.weights()  # the default choice
+    best = run.weights("best")
     assert (best.kind, best.epoch) == ("best", best_epoch)
     assert best.step == history[best_epoch]["step"] and best.val_loss == pytest.approx(losses[best_epoch])
     expected = _model_arrays(run.epoch_checkpoint_path(best_epoch))
@@ -58,7 +59,17 @@ def test_training_keeps_the_best_epoch_and_commands_use_it(fresh_run):
     assert expected.keys() == actual.keys()
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
-    assert run.load().weights.path == best.path
+    assert run.load("best").weights.path == best.path
+
+    # The default: the average of the newest epoch checkpoints, written when training
+    # ended; once a newer epoch checkpoint exists it is stale and the best is used.
+    default = run.weights()
+    assert default.kind == "average" and default.epoch == history[-1]["epoch"]
+    assert len(default.sources) == 4
+    assert run.load().weights.path == default.path
+    newest = run.checkpoints("epoch")[-1].path
+    os.link(newest, run.epoch_checkpoint_path(history[-1]["epoch"] + 1))
+    assert run.weights().kind == "best"
 
 
 def _average_args(run_dir, *flags):
