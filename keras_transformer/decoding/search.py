@@ -276,8 +276,9 @@ class SequenceSearch:
             alive_tokens = tf.gather(top_sequences, keep, batch_dims=1)
             parents = tf.gather(source_beams, keep, batch_dims=1)  # (B, K)
             flat_parents = tf.reshape(parents + tf.range(batch_size)[:, None] * beam, [-1])
-            # All layers' caches in one gather.
-            self_cache = tf.gather(self_cache, flat_parents, axis=BATCH_AXIS)
+            self_cache = tf.nest.map_structure(
+                lambda cache: tf.gather(cache, flat_parents, axis=BATCH_AXIS), self_cache
+            )
             current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
 
             # A row is done once no alive hypothesis can beat its K-th finished one:

@@ -17,8 +17,8 @@ from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.config import preset
 from keras_transformer.ops.cache import position_offset
-from keras_transformer.ops.cache import stacked_cache_indices
-from keras_transformer.ops.cache import write_stacked_cache
+from keras_transformer.ops.cache import search_cache_indices
+from keras_transformer.ops.cache import write_search_cache
 
 
 @dataclasses.dataclass
@@ -265,8 +265,8 @@ class Seq2SeqTransformer(keras.Model):
             repeats: K, copies of each row (beam search: row b·K + k).
 
         Returns:
-            `(cache, state)`: the (N, 2, B·K, H, L, D) zero self-attention cache of
-            all decoder layers, and a dict of tensors fixed for the search.
+            `(cache, state)`: a tuple of N (2, B·K, H, L, D) zero self-attention
+            caches, one per decoder layer, and a dict of tensors fixed for the search.
         """
         layers = self.transformer_layers
         blocks = layers.decoder_blocks
@@ -276,9 +276,12 @@ class Seq2SeqTransformer(keras.Model):
             )
         batch_size = tf.shape(encoder_outputs)[0]
         head_dim = self.config.d_model // self.config.num_heads
-        cache = tf.zeros(
-            (len(blocks), 2, batch_size, self.config.num_heads, max_length, head_dim),
-            dtype=blocks[0].compute_dtype,
+        cache = tuple(
+            tf.zeros(
+                (2, batch_size, self.config.num_heads, max_length, head_dim),
+                dtype=block.compute_dtype,
+            )
+            for block in blocks
         )
         cross_caches = []
         for block in blocks:
@@ -301,9 +304,7 @@ class Seq2SeqTransformer(keras.Model):
             # (B, 1, 1, S): the source keys every query of every head may see.
             "cross_mask": tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :],
             "positions": signal,
-            "cache_indices": stacked_cache_indices(
-                batch_size, len(blocks), self.config.num_heads
-            ),
+            "cache_indices": search_cache_indices(batch_size, self.config.num_heads),
             "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
             "output_kernel": output_kernel,  # (V, M)
         }
@@ -315,7 +316,8 @@ class Seq2SeqTransformer(keras.Model):
         Args:
             tokens: (B,) int32 ids at position `index`.
             index: scalar int32.
-            cache: (N, 2, B, H, L, D) from `start_decoding` or the last step.
+            cache: the N (2, B, H, L, D) caches from `start_decoding` or the last
+                step.
             state: from `start_decoding`.
 
         Returns:
@@ -330,7 +332,8 @@ class Seq2SeqTransformer(keras.Model):
             x = x * ops.cast(self.config.d_model**0.5, x.dtype)
         x = x + tf.gather(state["positions"], index)
         offset = position_offset(index)
-        cache_length = tf.shape(cache)[-2]
+        cache_length = tf.shape(cache[0])[-2]
+        cache = list(cache)
         self_masks = {}
         for layer, block in enumerate(layers.decoder_blocks):
             attention = block.self_attention
@@ -339,9 +342,8 @@ class Seq2SeqTransformer(keras.Model):
                 self_masks[kind] = attention.cache_token_mask(index, cache_length)
 
             def write_cache(update, layer=layer):
-                nonlocal cache
-                cache, keys, values = write_stacked_cache(
-                    cache, update, state["cache_indices"][layer] + offset, layer
+                cache[layer], keys, values = write_search_cache(
+                    cache[layer], update, state["cache_indices"] + offset
                 )
                 return keys, values
 
@@ -355,7 +357,7 @@ class Seq2SeqTransformer(keras.Model):
         logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=True)
         if embedding.logit_soft_cap is not None:
             logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
-        return tf.cast(logits, tf.float32), cache
+        return tf.cast(logits, tf.float32), tuple(cache)
 
     def attention_weights(self, encoder_tokens, decoder_tokens):
         """Every attention map of a teacher-forced pass, for plots and the web page.

@@ -34,56 +34,53 @@ def update_cache(cache, update, index):
     return tf.tensor_scatter_nd_update(cache, indices, tf.cast(update, cache.dtype))
 
 
-# One cache for all decoder layers ------------------------------------------------
+# The caches of a search -----------------------------------------------------------
 #
-# A search keeps every layer's keys and values in one (N, 2, B, H, L, D) tensor:
-# beam search reorders all of them with one gather per step (axis 2), and a
-# layer's keys or values are a contiguous block that TensorFlow slices without a
+# A search keeps each decoder layer's keys and values in its own (2, B, H, L, D)
+# tensor: a layer's write then touches only its own cache (one stacked tensor for
+# all layers was measured slower at batch 32: `bench/README.md`, issue 18), and
+# its keys or values are a contiguous block that TensorFlow slices without a
 # copy. Each layer writes its new position with one scatter whose indices were
 # built once per search.
 
-BATCH_AXIS = 2  # of the stacked cache
+BATCH_AXIS = 1  # of a layer's search cache
 
 
-def stacked_cache_indices(batch_size, num_layers, num_heads):
-    """Scatter indices of each layer's new keys and values in a stacked cache.
+def search_cache_indices(batch_size, num_heads):
+    """Scatter indices of a layer's new keys and values in its (2, B, H, L, D) cache.
 
     Args:
         batch_size: B.
-        num_layers: N.
         num_heads: H.
 
     Returns:
-        A tuple of N (B, 2, H, 1, 5) int32 tensors [n, kv, b, h, 0]: add
-        `position_offset(index)` to address position `index`.
+        A (B, 2, H, 1, 4) int32 tensor [kv, b, h, 0]: add `position_offset(index)`
+        to address position `index`.
     """
     # Laid out like the update (B, 2, H, 1, D) that `project_token` makes, so that
     # the update needs no transpose: only the indices' values follow the cache.
-    layers, batch, pair, head = tf.meshgrid(
-        tf.range(num_layers), tf.range(batch_size), tf.range(2), tf.range(num_heads),
-        indexing="ij",
+    batch, pair, head = tf.meshgrid(
+        tf.range(batch_size), tf.range(2), tf.range(num_heads), indexing="ij"
     )
-    indices = tf.stack([layers, pair, batch, head, tf.zeros_like(batch)], axis=-1)
-    return tuple(tf.unstack(indices[:, :, :, :, None, :], num=num_layers))
+    indices = tf.stack([pair, batch, head, tf.zeros_like(batch)], axis=-1)
+    return indices[:, :, :, None, :]
 
 
 def position_offset(index):
-    """The (5,) offset that moves `stacked_cache_indices` to position `index`."""
-    return tf.cast(index, tf.int32) * tf.constant([0, 0, 0, 0, 1], tf.int32)
+    """The (4,) offset that moves `search_cache_indices` to position `index`."""
+    return tf.cast(index, tf.int32) * tf.constant([0, 0, 0, 1], tf.int32)
 
 
-def write_stacked_cache(cache, update, indices, layer):
-    """Writes one layer's new position and returns the layer's keys and values.
+def write_search_cache(cache, update, indices):
+    """Writes one layer's new position and returns its keys and values.
 
     Args:
-        cache: (N, 2, B, H, L, D).
-        update: (B, 2, H, 1, D) this step's keys and values of layer `layer`.
-        indices: that layer's indices plus `position_offset(index)`.
-        layer: n, a Python int.
+        cache: the layer's (2, B, H, L, D) cache.
+        update: (B, 2, H, 1, D) this step's keys and values.
+        indices: `search_cache_indices` plus `position_offset(index)`.
 
     Returns:
-        `(cache, keys, values)`: the updated cache, and layer n's (B, H, L, D) keys
-        and values.
+        `(cache, keys, values)`: the updated cache and its (B, H, L, D) keys and values.
     """
     cache = tf.tensor_scatter_nd_update(cache, indices, tf.cast(update, cache.dtype))
-    return cache, cache[layer, 0], cache[layer, 1]
+    return cache, cache[0], cache[1]

@@ -1,4 +1,4 @@
-"""The search's one-token step (fused kernels, stacked cache, prepared masks) against
+"""The search's one-token step (fused kernels, per-layer caches, prepared masks) against
 the layers' own cached path, and the checkpoint layout it must not change."""
 
 import numpy as np
@@ -115,8 +115,10 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
         )
         logits, cache = model.decode_token(target[:, index], index, cache, state)
         np.testing.assert_allclose(logits, np.asarray(expected)[:, 0], atol=1e-5)
-    stacked = np.transpose(np.stack(self_caches), (0, 2, 1, 3, 4, 5))  # → (N, 2, B, H, L, D)
-    np.testing.assert_allclose(cache, stacked, atol=1e-5)
+    assert len(cache) == len(self_caches)
+    for layer_cache, layer_path_cache in zip(cache, self_caches):
+        # (2, B, H, L, D) here, (B, 2, H, L, D) on the layers' path.
+        np.testing.assert_allclose(layer_cache, np.transpose(layer_path_cache, (1, 0, 2, 3, 4)), atol=1e-5)
     for block, cross_cache in zip(model.transformer_layers.decoder_blocks, state["cross_caches"]):
         separate = block.cross_attention.compute_key_value(encoder_outputs)
         np.testing.assert_allclose(np.stack(cross_cache, axis=1), separate, atol=1e-6)
@@ -136,7 +138,7 @@ def test_fused_kernel_equals_the_separate_projections():
 
 
 def test_beam_search_reorders_every_layer_cache_with_its_beam():
-    # Each hypothesis must keep its own cache in every layer through the one gather,
+    # Each hypothesis must keep its own cache in every layer through the gathers,
     # which the scores check: they equal teacher-forced scores of the hypotheses.
     keras.utils.set_random_seed(5)
     model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
