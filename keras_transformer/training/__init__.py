@@ -22,7 +22,7 @@ _LAZY = {
     "RunBackup": "callbacks",
     "Checkpoints": "callbacks",
     "BestWeights": "callbacks",
-    "TimeBudget": "callbacks",
+    "TrainingBudget": "callbacks",
     "RunHistory": "callbacks",
     "make_callbacks": "callbacks",
     "TrainResult": "trainer",

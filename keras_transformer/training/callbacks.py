@@ -194,30 +194,46 @@ class BestWeights(keras.callbacks.Callback):
         self.run_dir.write_best(self.model, epoch, optimizer_step(self.model), self.best)
 
 
-class TimeBudget(keras.callbacks.Callback):
-    """Stops training cleanly once `minutes` of wall time have passed.
+class TrainingBudget(keras.callbacks.Callback):
+    """Stops training cleanly once `minutes` of wall time have passed or the optimizer
+    has taken `max_steps` steps.
 
     Training stops after the current step; Keras then still validates and ends
     the epoch, and the other callbacks save as usual. Under a multi-worker
-    strategy every worker must stop at the same step, so the decision is taken at
-    epoch ends, on the largest elapsed time of all workers.
+    strategy every worker must stop at the same step: the step count is the same on
+    every worker, and the time is decided at epoch ends, on the largest elapsed
+    time of all workers.
 
     Args:
-        minutes: budget for this `fit` call, counted from the start of training.
+        minutes: budget for this `fit` call, counted from the start of training
+            (None: none).
+        max_steps: the optimizer step (counted over the whole run, resumes
+            included) at which to stop (None: none).
         strategy: the distribution strategy (only a multi-worker one matters).
 
+    Attributes:
+        stopped_by: "time" or "steps" once a budget ended training, else None.
+
     Example:
-        >>> model.fit(dataset, epochs=1000, callbacks=[TimeBudget(25)])  # doctest: +SKIP
+        >>> model.fit(dataset, epochs=1000, callbacks=[TrainingBudget(25)])  # doctest: +SKIP
     """
 
-    def __init__(self, minutes, strategy=None):
+    def __init__(self, minutes=None, max_steps=None, strategy=None):
         super().__init__()
         if minutes is not None and minutes <= 0:
             raise ValueError(f"`minutes` must be positive; received {minutes}.")
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                      or max_steps < 1):
+            raise ValueError(f"`max_steps` must be a positive integer; received {max_steps!r}.")
         self.minutes = minutes
+        self.max_steps = max_steps
         self.strategy = strategy
-        self.stopped = False
+        self.stopped_by = None
         self._start = None
+
+    @property
+    def stopped(self):
+        return self.stopped_by is not None
 
     @property
     def _multi_worker(self):
@@ -229,14 +245,19 @@ class TimeBudget(keras.callbacks.Callback):
     def _over(self, elapsed):
         return self.minutes is not None and elapsed >= 60.0 * self.minutes
 
+    def _stop(self, reason):
+        self.stopped_by = self.stopped_by or reason
+        self.model.stop_training = True
+
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
-        self.stopped = False
+        self.stopped_by = None
 
     def on_train_batch_end(self, batch, logs=None):
-        if not self._multi_worker and self._over(self.elapsed()):
-            self.stopped = True
-            self.model.stop_training = True
+        if self.max_steps is not None and optimizer_step(self.model) >= self.max_steps:
+            self._stop("steps")
+        elif not self._multi_worker and self._over(self.elapsed()):
+            self._stop("time")
 
     def on_epoch_end(self, epoch, logs=None):
         elapsed = self.elapsed()
@@ -251,8 +272,7 @@ class TimeBudget(keras.callbacks.Callback):
                 )
             )
         if self._over(elapsed):
-            self.stopped = True
-            self.model.stop_training = True
+            self._stop("time")
 
 
 class RunHistory(keras.callbacks.Callback):
@@ -343,6 +363,7 @@ def make_callbacks(
     keep_checkpoints=3,
     keep_epoch_checkpoints=5,
     minutes=None,
+    max_steps=None,
     patience=5,
     strategy=None,
     state_dir=None,
@@ -357,6 +378,7 @@ def make_callbacks(
         keep_checkpoints: how many step checkpoints to keep.
         keep_epoch_checkpoints: how many epoch checkpoints to keep.
         minutes: time budget of this `fit` call (None for none).
+        max_steps: optimizer step at which the run stops (None for none).
         patience: epochs without a lower val_loss before early stopping (None
             disables early stopping).
         strategy: the distribution strategy.
@@ -367,13 +389,13 @@ def make_callbacks(
             training summaries.
 
     Returns:
-        `(callbacks, time_budget)`: the list for `fit`, and the `TimeBudget`
-        (whose `stopped` tells whether the budget ended the run).
+        `(callbacks, budget)`: the list for `fit`, and the `TrainingBudget`
+        (whose `stopped_by` tells whether a time or step budget ended the run).
     """
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     chief = state_dir is None
     state_dir = state_dir or run_dir
-    time_budget = TimeBudget(minutes, strategy=strategy)
+    budget = TrainingBudget(minutes, max_steps=max_steps, strategy=strategy)
     callbacks = [
         # Saves before the backup at the same step, so a kill between the two leaves
         # a checkpoint of every step the backup may hold.
@@ -382,7 +404,7 @@ def make_callbacks(
         RunBackup(state_dir, save_freq=save_freq),
         BestWeights(state_dir),
         keras.callbacks.TerminateOnNaN(),
-        time_budget,
+        budget,
     ]
     if patience is not None:
         callbacks.append(
@@ -401,7 +423,7 @@ def make_callbacks(
                 "TensorBoard is not installed (pip install tensorboard): no TensorBoard logs.",
                 stacklevel=2,
             )
-    return callbacks, time_budget
+    return callbacks, budget
 
 
 def tensorboard_available():

@@ -102,6 +102,11 @@ class TrainingConfig:
         1000, "total epochs of the run (a time budget or early stopping usually ends it first)",
         check=_positive_int,
     )
+    max_steps: int | None = _setting(
+        None, "stop once the optimizer has taken this many steps, counted over the whole run "
+        "(unset: no limit), so that A/B runs compare at the same step",
+        check=_optional(_positive_int),
+    )
     token_budget: int = _setting(
         4096, "most (padded) tokens per global batch", flag="batch-tokens", check=_positive_int
     )

@@ -432,7 +432,7 @@ class TrainResult:
         initial_step: the optimizer step it started from.
         step: the optimizer step it ended at.
         epochs: epochs completed in the run as a whole.
-        stopped_by: "time", "early_stopping", "nan" or "epochs".
+        stopped_by: "time", "steps", "early_stopping", "nan" or "epochs".
         changed: the settings that differ from the stored run's, one line each.
         history: this call's `keras.callbacks.History.history`.
     """
@@ -585,12 +585,13 @@ def train(
             model.optimizer.build(model.trainable_variables)
             initial_epoch = restore_backup(model, state)
         train_data, validation_data = prepare_for_fit(model, strategy, train_data, validation_data)
-        fit_callbacks, time_budget = make_callbacks(
+        fit_callbacks, budget = make_callbacks(
             run,
             save_freq=config.save_freq,
             keep_checkpoints=config.keep_checkpoints,
             keep_epoch_checkpoints=config.keep_epoch_checkpoints,
             minutes=minutes,
+            max_steps=config.max_steps,
             patience=config.patience or None,
             strategy=strategy,
             state_dir=None if chief else state,
@@ -625,8 +626,8 @@ def train(
     losses = history.history.get("loss", [])
     if losses and not math.isfinite(losses[-1]):
         stopped_by = "nan"
-    elif time_budget.stopped:
-        stopped_by = "time"
+    elif budget.stopped:
+        stopped_by = budget.stopped_by
     elif probe.epochs_done < config.epochs:
         stopped_by = "early_stopping"
     else:
