@@ -5,7 +5,6 @@ tokenizer and pipeline names load lazily, so that reading and splitting a
 corpus does not import TensorFlow.
 """
 
-import importlib
 
 from keras_transformer.data.corpus import (
     CMN_ENG_COLUMNS,
@@ -20,6 +19,7 @@ from keras_transformer.data.corpus import (
     sources_and_targets,
     split_pairs,
 )
+from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "SOURCE_MODEL_NAME": "tokenizer",
@@ -50,9 +50,4 @@ __all__ = [
     *_LAZY,
 ]
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -6,7 +6,7 @@ run folder (a `TranslationModule` in process) or of an exported SavedModel, so
 both give the same hypotheses. The names load lazily: scoring needs no TensorFlow.
 """
 
-import importlib
+from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "EvaluationResult": "scoring",
@@ -22,9 +22,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -3,7 +3,7 @@
 Names load lazily, so that `keras-transformer export --help` imports no TensorFlow.
 """
 
-import importlib
+from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "TranslationModule": "module",
@@ -13,8 +13,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

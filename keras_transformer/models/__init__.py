@@ -4,7 +4,7 @@ Names load lazily: `config` (presets, `TransformerConfig`) imports neither Keras
 nor TensorFlow, and the command line reads it before deciding to load them.
 """
 
-import importlib
+from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "PRESETS": "config",
@@ -16,8 +16,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -4,7 +4,7 @@ Names load lazily, so that the Keras-free modules here (`checks`, `choices`) can
 be imported without importing Keras.
 """
 
-import importlib
+from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "compute_attention_mask": "masks",
@@ -14,8 +14,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -8,7 +8,7 @@ help), `callbacks` (backup, checkpoints, best weights, time budget, history),
 train`), `average` (`keras-transformer average`). Names load lazily so that `--help` does not import TensorFlow.
 """
 
-import importlib
+from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "MaskedSparseCategoricalCrossentropy": "losses",
@@ -35,9 +35,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
