@@ -47,3 +47,11 @@ def api_server(saved_versions, tmp_path_factory):
         static_dir=str(static))
     with server_lib.ServerThread(options) as running:
         yield running
+
+
+@pytest.fixture
+def one_version(saved_versions, tmp_path):
+    """A model base path holding version 1 of the tiny model, for a server of one's own."""
+    base = str(tmp_path / "tiny")
+    tiny_models.install_version(saved_versions[1], base, 1)
+    return base

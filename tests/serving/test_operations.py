@@ -41,13 +41,6 @@ def request_count(running, status, model="tiny"):
     return 0.0
 
 
-@pytest.fixture
-def one_version(saved_versions, tmp_path):
-    base = str(tmp_path / "tiny")
-    tiny_models.install_version(saved_versions[1], base, 1)
-    return base
-
-
 # ------------------------------------------------------------------ no stalls
 
 

@@ -13,8 +13,6 @@ import time
 
 import pytest
 
-import tiny_models
-
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Iterations of the tiny model's `slow` signature: minutes of work, never done here.
 ENDLESS = 2_000_000_000
@@ -74,15 +72,8 @@ def start_slow_grpc_call(grpc_port):
     return thread
 
 
-@pytest.fixture
-def base(saved_versions, tmp_path):
-    path = str(tmp_path / "tiny")
-    tiny_models.install_version(saved_versions[1], path, 1)
-    return path
-
-
-def test_sigterm_exits_within_grace_period_with_a_model_call_running(base):
-    process, grpc_port, lines = start_process(base, "--shutdown_grace_seconds=1")
+def test_sigterm_exits_within_grace_period_with_a_model_call_running(one_version):
+    process, grpc_port, lines = start_process(one_version, "--shutdown_grace_seconds=1")
     try:
         drain_output(process, lines)
         start_slow_grpc_call(grpc_port)
@@ -98,8 +89,8 @@ def test_sigterm_exits_within_grace_period_with_a_model_call_running(base):
         process.kill()
 
 
-def test_second_signal_exits_at_once(base):
-    process, grpc_port, lines = start_process(base, "--shutdown_grace_seconds=60")
+def test_second_signal_exits_at_once(one_version):
+    process, grpc_port, lines = start_process(one_version, "--shutdown_grace_seconds=60")
     try:
         drain_output(process, lines)
         start_slow_grpc_call(grpc_port)
@@ -116,8 +107,8 @@ def test_second_signal_exits_at_once(base):
         process.kill()
 
 
-def test_sigterm_with_nothing_in_flight_exits_cleanly(base):
-    process, _, lines = start_process(base)
+def test_sigterm_with_nothing_in_flight_exits_cleanly(one_version):
+    process, _, lines = start_process(one_version)
     try:
         drain_output(process, lines)
         process.send_signal(signal.SIGTERM)
