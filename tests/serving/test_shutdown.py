@@ -11,8 +11,6 @@ import sys
 import threading
 import time
 
-import pytest
-
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Iterations of the tiny model's `slow` signature: minutes of work, never done here.
 ENDLESS = 2_000_000_000
