@@ -46,6 +46,10 @@ def add_arguments(parser):
     group.add_argument("--source-vocab-size", type=int, help="default: measured per language")
     group.add_argument("--target-vocab-size", type=int, help="default: measured per language")
     group.add_argument("--joint-vocabulary", action="store_true", help="one vocabulary for both")
+    group.add_argument(
+        "--dictionary", metavar="TSV", help="word pairs (header: the two language codes) added to "
+        "training when the word occurs in a training source, e.g. data/cc-cedict/cedict.tsv",
+    )
 
 
 def run(args):
@@ -74,6 +78,7 @@ def run(args):
             source_vocab_size=args.source_vocab_size,
             target_vocab_size=args.target_vocab_size,
             joint_vocabulary=args.joint_vocabulary,
+            dictionary=args.dictionary,
         ),
         minutes=args.minutes,
         strategy=args.strategy,

@@ -87,6 +87,7 @@ def prepare_run(
     source_vocab_size=None,
     target_vocab_size=None,
     joint_vocabulary=False,
+    dictionary=None,
     model_overrides=None,
 ):
     """Splits the corpus, trains the tokenizers and writes `config.json`.
@@ -108,6 +109,9 @@ def prepare_run(
         source_vocab_size: None for the tokenizer's measured default.
         target_vocab_size: None for the default.
         joint_vocabulary: one SentencePiece model for both languages.
+        dictionary: path of a dictionary TSV (`keras_transformer.data.dictionary`):
+            its entries whose word occurs in a training source sentence join the
+            training split (never validation or test).
         model_overrides: TransformerConfig fields to change from the preset.
 
     Returns:
@@ -145,6 +149,15 @@ def prepare_run(
             f"{len(split.validation)} for validation; use a larger corpus."
         )
 
+    dictionary_pairs = []
+    if dictionary is not None:
+        from keras_transformer.data.dictionary import entries_in
+        from keras_transformer.data.dictionary import read_dictionary
+
+        dictionary_pairs = entries_in(
+            read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
+        )
+        split = dataclasses.replace(split, train=split.train + dictionary_pairs)
     for part in ("train", "validation", "test"):
         run.write_split(part, getattr(split, part))
     train_sources, train_targets = sources_and_targets(split.train)
@@ -193,6 +206,8 @@ def prepare_run(
             "source_tokenizer": os.path.basename(source_path),
             "target_tokenizer": os.path.basename(target_path),
             "joint_vocabulary": bool(joint_vocabulary),
+            "dictionary": None if dictionary is None else {
+                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs)},
             "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
             "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
         },
