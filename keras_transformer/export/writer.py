@@ -57,6 +57,33 @@ def write_warmup_requests(path, model_name, texts, signature_name="serving_defau
             writer.write(log.SerializeToString())
 
 
+def set_method_names(export_dir, method_names):
+    """Gives signatures a method name other than predict, in saved_model.pb.
+
+    `tf.saved_model.save` writes every SignatureDef with the predict method;
+    TF Serving's Classify API (with --enable_signature_method_name_check, and
+    any client that reads the metadata) wants "tensorflow/serving/classify".
+    The graph, the functions and the TF2 loader do not depend on it.
+
+    Args:
+        export_dir: a SavedModel folder.
+        method_names: dict {signature key: method name}.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = os.path.join(export_dir, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with open(path, "rb") as file:
+        saved_model.ParseFromString(file.read())
+    for meta_graph in saved_model.meta_graphs:
+        for key, method in method_names.items():
+            if key not in meta_graph.signature_def:
+                raise KeyError(f"No signature {key!r} in {export_dir}")
+            meta_graph.signature_def[key].method_name = method
+    with open(path, "wb") as file:
+        file.write(saved_model.SerializeToString())
+
+
 def _remove_abandoned_temporaries(model_base):
     """Deletes temporary folders of exports whose process no longer runs."""
     if not os.path.isdir(model_base):

@@ -330,6 +330,9 @@ class ServerOptions:
         enable_model_warmup: run assets.extra warmup requests on load.
         warmup_iterations: times each warmup request runs.
         allow_config_reload: accept ModelService.HandleReloadConfigRequest.
+        signature_method_name_check: Classify only signatures whose method name
+            is tensorflow/serving/classify (TF Serving's
+            --enable_signature_method_name_check; off by default, as there).
         num_model_threads: threads for unbatched model calls.
         web_page: serve the translation page at "/" (False: "/" answers 404).
         static_dir: folder whose index.html (and other top-level files) are served
@@ -360,6 +363,7 @@ class ServerOptions:
     enable_model_warmup: bool = True
     warmup_iterations: int = 1
     allow_config_reload: bool = False
+    signature_method_name_check: bool = False
     num_model_threads: int | None = None
     web_page: bool = True
     static_dir: str | None = None
