@@ -1,10 +1,14 @@
-"""The text-in, text-out translator as a `tf.Module`: what gets exported and served.
+"""What gets exported and served, one `tf.Module` per task: text in, text (or labels) out.
 
-Shape notation: B batch, S source length, K beam width, L output length.
+Shape notation: B batch, S source length, K beam width, L output length, C classes.
 
-Tokenization (SentencePiece through tensorflow-text), the cached beam or greedy
-search and detokenization all run inside the graph, so the same object translates
-in-process (the `translate` command) and, saved, in TensorFlow Serving.
+Tokenization (SentencePiece through tensorflow-text), the model, the cached search
+and detokenization all run inside the graph, so the same object works in-process
+(the `translate` command) and, saved, in TensorFlow Serving.
+
+- `TranslationModule` (task "translate"): translate, n-best, score, tokenize, attention.
+- `ClassificationModule` (task "classify"): text → label and probabilities, and a
+  TF Serving classification signature (serialized `tf.Example`s → classes, scores).
 """
 
 import tensorflow as tf
@@ -14,12 +18,67 @@ from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.scoring import score_sequences
 from keras_transformer.decoding.search import SequenceSearch
+from keras_transformer.export.writer import WarmupRequest
 from keras_transformer.ops import checks
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+# The feature a classification request's tf.Examples carry the text in.
+TEXT_FEATURE = "text"
 
 
-class TranslationModule(tf.Module):
+def encode_text(tokenizer, text, max_length):
+    """(B,) strings → (B, S) int32 ids, truncated to `max_length` and 0-padded, S >= 1."""
+    ids = tokenizer.tokenize(text)[:, :max_length].to_tensor(default_value=PAD_ID)
+    # Keep one column even for a batch of empty strings, so shapes stay valid.
+    return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+
+
+class ExportModule(tf.Module):
+    """What `write_export` needs of a module: signatures, method names, warmup requests.
+
+    The Keras model stays out of the saved object graph: Keras variables would be
+    saved as wrapper objects apart from the tf.Variables the graph reads, and
+    TF1-style loaders (TF Serving's C++ loader) would restore the wrong ones.
+    `signatures()` tracks the tf.Variables the functions really use.
+
+    Args:
+        model: the Keras model the signatures call.
+        name: the module name.
+    """
+
+    def __init__(self, model, name):
+        super().__init__(name=name)
+        self._setattr_tracking = False
+        self.model = model
+        self._setattr_tracking = True
+
+    def signature_functions(self):
+        """{signature key: concrete function}, serving_default first (each subclass's)."""
+        raise NotImplementedError(f"{type(self).__name__} must define signature_functions()")
+
+    def signatures(self):
+        """The named signatures to export; tracks their variables."""
+        signatures = self.signature_functions()
+        used, seen = [], set()
+        for function in signatures.values():
+            for variable in function.variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    used.append(variable)
+        self.model_variables = used
+        return signatures
+
+    def method_names(self):
+        """{signature key: method name} of signatures that are not predict ones."""
+        return {}
+
+    def warmup_requests(self, texts):
+        """The `WarmupRequest`s replayed before a version serves: serving_default on each text."""
+        return [WarmupRequest("serving_default", inputs={"text": [text]}) for text in texts]
+
+
+class TranslationModule(ExportModule):
     """Translates batches of sentences with a trained model and its tokenizers.
 
     Args:
@@ -49,14 +108,7 @@ class TranslationModule(tf.Module):
         max_output_length=None,
         jit_compile=False,
     ):
-        super().__init__(name="translator")
-        # The Keras model stays out of the saved object graph: Keras variables would
-        # be saved as wrapper objects apart from the tf.Variables the graph reads,
-        # and TF1-style loaders (TF Serving's C++ loader) would restore the wrong
-        # ones. `signatures()` tracks the tf.Variables the functions really use.
-        self._setattr_tracking = False
-        self.model = model
-        self._setattr_tracking = True
+        super().__init__(model, name="translator")
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_source_length = checks.check_positive_int("max_source_length", max_source_length)
@@ -74,10 +126,7 @@ class TranslationModule(tf.Module):
 
     def encode_text(self, text):
         """(B,) strings → (B, S) int32 source ids, truncated and 0-padded, S >= 1."""
-        ids = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
-        ids = ids.to_tensor(default_value=PAD_ID)
-        # Keep one column even for a batch of empty strings, so shapes stay valid.
-        return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+        return encode_text(self.source_tokenizer, text, self.max_source_length)
 
     def _n_best(self, text):
         source = self.encode_text(text)
@@ -184,20 +233,78 @@ class TranslationModule(tf.Module):
             "cross_attention": maps["cross"],
         }
 
-    def signatures(self):
-        """The named signatures to export (serving_default first); tracks their variables."""
-        signatures = {
+    def signature_functions(self):
+        return {
             "serving_default": self.translate.get_concrete_function(),
             "translate_n_best": self.translate_n_best.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
             "attention": self.attention.get_concrete_function(),
         }
-        used, seen = [], set()
-        for function in signatures.values():
-            for variable in function.variables:
-                if id(variable) not in seen:
-                    seen.add(id(variable))
-                    used.append(variable)
-        self.model_variables = used
-        return signatures
+
+
+class ClassificationModule(ExportModule):
+    """Classifies texts with a trained classifier and its tokenizer.
+
+    Signatures:
+        serving_default: text (B,) → label (B,) strings, probabilities (B, C) float32.
+        classify: TF Serving's classification signature (method
+            tensorflow/serving/classify): inputs (B,) serialized `tf.Example`s with
+            a bytes feature "text" → classes (B, C) strings, scores (B, C) float32,
+            for REST `:classify` and gRPC `Classify`.
+
+    Args:
+        model: a Keras model, `tokens` (B, S) int32 (0 = padding) → logits (B, C).
+        tokenizer: the `SubwordTokenizer` it was trained with.
+        labels: the C class names, in the order of the logits.
+        max_length: longer inputs are truncated to this many subwords.
+
+    Example:
+        >>> module = ClassificationModule(model, tokenizer, ["question", "statement"], 64)
+        >>> module.classify_text(tf.constant(["Who are you?"]))["label"]
+    """
+
+    def __init__(self, model, tokenizer, labels, max_length):
+        super().__init__(model, name="classifier")
+        labels = [str(label) for label in labels]
+        if not labels or len(set(labels)) != len(labels):
+            raise ValueError(f"`labels` must be distinct class names; received {labels!r}.")
+        self.tokenizer = tokenizer
+        self.labels = labels
+        self.max_length = checks.check_positive_int("max_length", max_length)
+
+    def probabilities(self, text):
+        """(B,) strings → (B, C) float32 class probabilities."""
+        logits = self.model(encode_text(self.tokenizer, text, self.max_length), training=False)
+        return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def classify_text(self, text):
+        """text (B,) → label (B,) strings (the likeliest class), probabilities (B, C)."""
+        probabilities = self.probabilities(text)
+        label = tf.gather(tf.constant(self.labels), tf.argmax(probabilities, axis=-1))
+        return {"label": label, "probabilities": probabilities}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def classify_examples(self, inputs):
+        """inputs (B,) serialized tf.Examples → classes (B, C) strings, scores (B, C)."""
+        # No default: an example without the feature fails with TensorFlow's
+        # "Feature: text ... is required but could not be found", which names it.
+        features = tf.io.parse_example(
+            inputs, {TEXT_FEATURE: tf.io.FixedLenFeature([], tf.string)})
+        scores = self.probabilities(features[TEXT_FEATURE])
+        classes = tf.tile(tf.constant([self.labels]), [tf.shape(scores)[0], 1])
+        return {"classes": classes, "scores": scores}
+
+    def signature_functions(self):
+        return {
+            "serving_default": self.classify_text.get_concrete_function(),
+            "classify": self.classify_examples.get_concrete_function(),
+        }
+
+    def method_names(self):
+        return {"classify": CLASSIFY_METHOD}
+
+    def warmup_requests(self, texts):
+        return super().warmup_requests(texts) + [
+            WarmupRequest("classify", classify_texts=[text]) for text in texts]
