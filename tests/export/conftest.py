@@ -1,9 +1,14 @@
 """A tiny translator (tokenizers trained on a corpus slice, a tiny model) to export."""
 
 import itertools
+import os
+import sys
 
 import keras
 import pytest
+
+# Lets test modules import the helper module next to them by plain name.
+sys.path.insert(0, os.path.dirname(__file__))
 
 from keras_transformer.data import read_cmn_eng, train_tokenizers
 from keras_transformer.data.tokenizer import SubwordTokenizer
@@ -28,3 +33,12 @@ def tiny_translator(tmp_path_factory):
     module = TranslationModule(model, source, target, max_source_length=24, beam_width=3,
                                max_output_length=12)
     return module, (source_path, target_path)
+
+
+@pytest.fixture(scope="session")
+def english_tokenizer():
+    """A SentencePiece model of the English side of a corpus slice (400 pieces)."""
+    from keras_transformer.data.tokenizer import train_sentencepiece
+
+    pairs = list(itertools.islice(read_cmn_eng(), 0, 28000, 40))
+    return SubwordTokenizer(train_sentencepiece([p.target for p in pairs], 400))
