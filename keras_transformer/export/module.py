@@ -274,9 +274,15 @@ class ClassificationModule(ExportModule):
         self.max_length = checks.check_positive_int("max_length", max_length)
 
     def probabilities(self, text):
-        """(B,) strings → (B, C) float32 class probabilities."""
-        logits = self.model(encode_text(self.tokenizer, text, self.max_length), training=False)
-        return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        """(B,) strings → (B, C) float32 class probabilities.
+
+        A text with no token (empty, or only spaces) says nothing about its class:
+        every class gets 1 / C, not what the model makes of padding alone.
+        """
+        ids = encode_text(self.tokenizer, text, self.max_length)
+        logits = tf.cast(self.model(ids, training=False), tf.float32)
+        empty = tf.reduce_all(tf.equal(ids, PAD_ID), axis=1, keepdims=True)
+        return tf.where(empty, 1.0 / len(self.labels), tf.nn.softmax(logits, axis=-1))
 
     @tf.function(input_signature=[TEXT_SPEC])
     def classify_text(self, text):

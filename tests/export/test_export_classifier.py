@@ -82,6 +82,7 @@ def test_text_and_example_signatures_agree_and_probabilities_are_distributions(e
         LABELS[i] for i in probabilities.argmax(axis=1)]
     in_process = module.classify_text(tf.constant(TEXTS))["probabilities"].numpy()
     np.testing.assert_allclose(probabilities, in_process, atol=1e-6)
+    np.testing.assert_allclose(probabilities[1], 1 / 3)  # The empty text: no evidence.
 
 
 def test_tf1_loader_classifies_serialized_examples_by_tensor_names(exported):
