@@ -9,6 +9,7 @@ from keras_transformer.lazy import lazy_getattr
 _LAZY = {
     "ClassificationModule": "module",
     "ExportModule": "module",
+    "LanguageModelModule": "module",
     "TranslationModule": "module",
     "check_model_name": "writer",
     "write_export": "writer",

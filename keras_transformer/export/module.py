@@ -7,6 +7,8 @@ and detokenization all run inside the graph, so the same object works in-process
 (the `translate` command) and, saved, in TensorFlow Serving.
 
 - `TranslationModule` (task "translate"): translate, n-best, score, tokenize, attention.
+- `LanguageModelModule` (task "lm"): a prompt → its continuation, greedy
+  (serving_default) or sampled with per-row settings (sample).
 - `ClassificationModule` (task "classify"): text → label and probabilities, and a
   TF Serving classification signature (serialized `tf.Example`s → classes, scores).
 """
@@ -16,6 +18,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.generation import Generator
 from keras_transformer.decoding.scoring import score_sequences
 from keras_transformer.decoding.search import SequenceSearch
 from keras_transformer.export.writer import WarmupRequest
@@ -241,6 +244,117 @@ class TranslationModule(ExportModule):
             "tokenize": self.tokenize.get_concrete_function(),
             "attention": self.attention.get_concrete_function(),
         }
+
+
+def _row_spec(dtype, name):
+    return tf.TensorSpec([None], dtype, name=name)
+
+
+class LanguageModelModule(ExportModule):
+    """Continues prompts with a trained language model and its tokenizer.
+
+    The model reads BOS + text (as it was trained); a prompt too long to leave room
+    for its new subwords keeps its last ones, so the continuation follows the end
+    of the text. The continuation comes back as text that can be appended
+    to the prompt as it is: it starts with a space when the next word is a new one.
+
+    Signatures:
+        serving_default: text (B,) → generation (B,) strings, greedy, at most
+            `max_new_tokens` new subwords.
+        sample: text (B,), temperature (B,) float32 (0: greedy), top_k (B,) int32
+            (0: off), top_p (B,) float32 (1: off), seed (B,) int64 (the same seed
+            gives the same text), max_new_tokens (B,) int32 → generation (B,).
+
+    Args:
+        model: a `LanguageModel` (`keras_transformer.build_language_model`).
+        tokenizer: the `SubwordTokenizer` it was trained with.
+        max_length: cap on prompt and new subwords together (default: the model's).
+        max_new_tokens: new subwords of serving_default.
+        jit_compile: compile the generation loop with XLA (stock TF Serving then
+            needs `--xla_cpu_compilation_enabled=true`).
+
+    Example:
+        >>> module = LanguageModelModule(model, tokenizer, max_new_tokens=20)
+        >>> module.sample(tf.constant(["Tom is"]), [0.8], [40], [0.95], [1], [20])["generation"]
+    """
+
+    def __init__(self, model, tokenizer, max_length=None, max_new_tokens=32, jit_compile=False):
+        super().__init__(model, name="language_model")
+        self.tokenizer = tokenizer
+        self.generator = Generator(model, max_length=max_length, jit_compile=jit_compile)
+        self.max_length = self.generator.max_length
+        if self.max_length < 3:
+            raise ValueError(f"`max_length` must leave room for BOS, a subword and a new one; "
+                             f"received {self.max_length}.")
+        self.max_new_tokens = checks.check_positive_int("max_new_tokens", max_new_tokens)
+
+    def encode_prompt(self, text, max_new_tokens):
+        """(B,) strings → (B, P) int32 ids: BOS + the text's last subwords, 0-padded.
+
+        A row keeps at most `max_length - 1 - max_new_tokens` subwords (at least
+        one), so that its new tokens fit.
+        """
+        ids = self.tokenizer.tokenize(text)
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        keep = tf.clip_by_value(self.max_length - 1 - max_new_tokens, 1, self.max_length - 2)
+        ids = tf.gather(ids, tf.ragged.range(tf.maximum(lengths - keep, 0), lengths),
+                        batch_dims=1)
+        bos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(text)[0], 1], BOS_ID))
+        return tf.concat([bos, ids], axis=1).to_tensor(default_value=PAD_ID)
+
+    def continue_text(self, text, temperature, top_k, top_p, seed, max_new_tokens):
+        """The continuations (B,) of the prompts `text` (B,), one setting a row."""
+        rows = tf.shape(text)
+        checks_ = [
+            tf.debugging.assert_equal(
+                tf.shape(value), rows,
+                message=f"{name} takes one value per text (as many as 'text' has)")
+            for name, value in (("temperature", temperature), ("top_k", top_k),
+                                ("top_p", top_p), ("seed", seed),
+                                ("max_new_tokens", max_new_tokens))]
+        with tf.control_dependencies(checks_):
+            prompt = self.encode_prompt(text, max_new_tokens)
+        new = self.generator.generate(prompt, max_new_tokens=max_new_tokens,
+                                      temperature=temperature, top_k=top_k, top_p=top_p,
+                                      seed=seed)["tokens"]
+        # Detokenized together, the prompt's text is a prefix of the whole, and what
+        # follows it keeps the space a word-start subword stands for.
+        whole = self.tokenizer.detokenize(tf.concat([prompt, new], axis=1))
+        before = self.tokenizer.detokenize(prompt)
+        length = tf.strings.length(before)
+        prefixed = tf.equal(tf.strings.substr(whole, tf.zeros_like(length), length), before)
+        rest = tf.strings.length(whole) - length
+        return tf.where(prefixed, tf.strings.substr(whole, length, tf.maximum(rest, 0)),
+                        self.tokenizer.detokenize(new))
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def generate(self, text):
+        """text (B,) → generation (B,): the greedy continuation."""
+        rows = tf.shape(text)
+        return {"generation": self.continue_text(
+            text, tf.zeros(rows, tf.float32), tf.zeros(rows, tf.int32), tf.ones(rows, tf.float32),
+            tf.zeros(rows, tf.int64), tf.fill(rows, self.max_new_tokens))}
+
+    @tf.function(input_signature=[
+        TEXT_SPEC, _row_spec(tf.float32, "temperature"), _row_spec(tf.int32, "top_k"),
+        _row_spec(tf.float32, "top_p"), _row_spec(tf.int64, "seed"),
+        _row_spec(tf.int32, "max_new_tokens")])
+    def sample(self, text, temperature, top_k, top_p, seed, max_new_tokens):
+        """text and one setting per row (B,) → generation (B,): a sampled continuation."""
+        return {"generation": self.continue_text(
+            text, temperature, top_k, top_p, seed, max_new_tokens)}
+
+    def signature_functions(self):
+        return {
+            "serving_default": self.generate.get_concrete_function(),
+            "sample": self.sample.get_concrete_function(),
+        }
+
+    def warmup_requests(self, texts):
+        settings = {"temperature": [0.8], "top_k": [40], "top_p": [0.95], "seed": [1],
+                    "max_new_tokens": [self.max_new_tokens]}
+        return super().warmup_requests(texts) + [
+            WarmupRequest("sample", inputs={"text": [text], **settings}) for text in texts]
 
 
 class ClassificationModule(ExportModule):
