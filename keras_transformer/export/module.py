@@ -13,6 +13,7 @@ and detokenization all run inside the graph, so the same object works in-process
   TF Serving classification signature (serialized `tf.Example`s → classes, scores).
 """
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID
@@ -351,8 +352,11 @@ class LanguageModelModule(ExportModule):
         }
 
     def warmup_requests(self, texts):
-        settings = {"temperature": [0.8], "top_k": [40], "top_p": [0.95], "seed": [1],
-                    "max_new_tokens": [self.max_new_tokens]}
+        # The signature's dtypes: a plain list of ints would be sent as int32.
+        settings = {"temperature": np.array([0.8], np.float32),
+                    "top_k": np.array([40], np.int32), "top_p": np.array([0.95], np.float32),
+                    "seed": np.array([1], np.int64),
+                    "max_new_tokens": np.array([self.max_new_tokens], np.int32)}
         return super().warmup_requests(texts) + [
             WarmupRequest("sample", inputs={"text": [text], **settings}) for text in texts]
 

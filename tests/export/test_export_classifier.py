@@ -188,3 +188,19 @@ def test_labels_must_be_distinct(exported):
     with pytest.raises(ValueError, match="distinct"):
         ClassificationModule(module.model, module.tokenizer, ["a", "a", "b"], 8)
     assert json.dumps(module.labels) == json.dumps(LABELS)
+
+
+def test_export_command_reads_the_task_labels_and_tokenizer_from_a_classify_run(
+        classify_run, tmp_path):
+    from keras_transformer.export.command import export_run
+    from keras_transformer.runs import RunDir
+
+    path = export_run(classify_run, "sentence_type", base=str(tmp_path), keras_file=False)
+    manifest = json.load(open(os.path.join(path, "manifest.json")))
+    labels = RunDir(classify_run).read_labels()
+    assert manifest["task"] == "classify" and manifest["labels"] == labels
+    assert manifest["signatures"] == ["classify", "serving_default"]
+    assert os.path.exists(os.path.join(path, "assets", "tokenizer.model"))
+    scores = tf.saved_model.load(path).signatures["classify"](
+        inputs=tf.constant([_example("Who is it?").SerializeToString()]))
+    assert [c.decode() for c in scores["classes"].numpy()[0]] == labels
