@@ -143,8 +143,8 @@ def add_arguments(parser):
              "exits anyway; a second signal exits at once.")
     add("--num_model_threads", type=int, default=None, help="Threads for model calls.")
     _bool_flag(add, "--web_page", True,
-               "Serve the translation page at / (on the REST port); --web_page=false turns "
-               "it off.")
+               "Serve the page (translation, generation or classification) at / (on the "
+               "REST port); --web_page=false turns it off.")
     add("--static_dir", default=None,
         help="Serve this folder's index.html and files at / instead of the packaged page.")
     ignored = parser.add_argument_group(

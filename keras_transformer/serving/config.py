@@ -27,7 +27,7 @@ from tensorflow_serving.config import model_server_config_pb2
 from keras_transformer import versions as versions_lib
 
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
-# The translation page shipped with the package (index.html, app.js, style.css).
+# The model page (translate, generate, classify) shipped with the package (index.html, app.js, style.css).
 WEB_PAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
@@ -334,7 +334,7 @@ class ServerOptions:
             is tensorflow/serving/classify (TF Serving's
             --enable_signature_method_name_check; off by default, as there).
         num_model_threads: threads for unbatched model calls.
-        web_page: serve the translation page at "/" (False: "/" answers 404).
+        web_page: serve the model page at "/" (False: "/" answers 404).
         static_dir: folder whose index.html (and other top-level files) are served
             at "/" instead of the packaged page, `WEB_PAGE_DIR`.
         shutdown_grace_s: how long in-flight requests may run at shutdown

@@ -5,7 +5,7 @@ Routes (case-insensitive, as in TF Serving; version and label are exclusive):
     GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signatures
     POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    (also :classify, :regress)
     GET  <prometheus path>                                       metrics text
-    GET  /  and  /<file>                                         the translation page (static
+    GET  /  and  /<file>                                         the model page (static
                                                                  files), unless turned off
     GET  /config.json                                            {"model", "models"} for the page
 
