@@ -1,6 +1,8 @@
 """Classify (REST :classify and gRPC Classify) on a genuine classification signature."""
 
 import base64
+import concurrent.futures
+import re
 
 import grpc
 import pytest
@@ -18,10 +20,10 @@ PREDICT_METHOD_MESSAGE = ("Expected classification signature method_name to be "
                           "tensorflow/serving/classify. Was: tensorflow/serving/predict")
 
 
-def _serve(base, method_name_check=False):
+def _serve(base, method_name_check=False, batching=None):
     options = server_lib.ServerOptions.from_model(
         "cls", base, port=0, rest_api_port=0, poll_seconds=0, web_page=False,
-        signature_method_name_check=method_name_check,
+        signature_method_name_check=method_name_check, batching=batching,
         limits=config_lib.ServingLimits(max_instances=MAX_INSTANCES))
     return server_lib.ServerThread(options)
 
@@ -203,3 +205,19 @@ def test_classify_warmup_records_are_replayed_and_bad_ones_fail_the_load(tmp_pat
         row = wait_until(ended)
     assert row["status"]["error_code"] == "INVALID_ARGUMENT"
     assert PREDICT_METHOD_MESSAGE in row["status"]["error_message"]
+
+
+def test_concurrent_classify_requests_share_batches_and_each_gets_its_rows(classifier_base):
+    batching = config_lib.BatchingOptions(max_batch_size=8, batch_timeout_micros=200_000,
+                                          num_batch_threads=1)
+    texts = ["a?", "b!", "c", "d?", "e!", "f"]
+    with _serve(classifier_base, batching=batching) as batched:
+        with concurrent.futures.ThreadPoolExecutor(len(texts)) as pool:
+            answers = list(pool.map(lambda text: classify(batched, {
+                "signature_name": "classify", "examples": [{"text": text}]}), texts))
+        _, metrics = http("GET", batched.rest_url + "/monitoring/prometheus/metrics")
+    kinds = {"?": "question", "!": "exclamation"}
+    assert answers == [(200, {"results": [_row(kinds.get(t[-1], "statement"))]}) for t in texts]
+    batch_count = re.search(r"^:tensorflow:serving:batching_session:processed_batch_size_count\S* (\S+)$",
+                            metrics, re.MULTILINE)
+    assert batch_count and float(batch_count.group(1)) < len(texts), metrics[-2000:]
