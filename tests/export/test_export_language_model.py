@@ -171,3 +171,15 @@ def test_embedded_server_grpc_predict(loaded, served):
     generated = [t.decode() for t in tf.make_ndarray(response.outputs["generation"])]
     assert generated == sample(loaded, ["Tom is"], seed=12)
     assert np.ndim(generated) == 1
+
+
+def test_export_command_line_passes_the_generation_settings(lm_run, tmp_path, capsys):
+    from keras_transformer.cli import main
+
+    assert main(["export", "--run", lm_run, "--name", "english", "--base", str(tmp_path),
+                 "--max-new-tokens", "5", "--max-length", "20", "--no-keras"]) == 0
+    path = tmp_path / "english" / "1"
+    assert f"exported {path}" in capsys.readouterr().out
+    manifest = json.load(open(path / "manifest.json"))
+    assert manifest["generation"] == {"max_new_tokens": 5, "xla": False}
+    assert manifest["max_length"] == 20 and not (path / "model.keras").exists()
