@@ -150,3 +150,12 @@ def test_max_length_beyond_the_positional_table_is_a_clear_error(model):
         Generator(model, max_length=model.config.max_length + 1)
     with pytest.raises(ValueError, match="jit_compile"):
         Generator(model, cached=False, jit_compile=True)
+
+
+@pytest.mark.parametrize("candidates", [1, 3, 5, 10])
+def test_sorting_only_the_best_candidates_draws_the_same_tokens(model, candidates):
+    settings = dict(max_new_tokens=8, temperature=[1.2, 0.9, 1.5], top_k=[0, 3, 5],
+                    top_p=[0.7, 1.0, 0.9], seed=[3, 4, 5])
+    whole = Generator(model, eos_id=NEVER, candidates=VOCAB).generate(PROMPTS, **settings)
+    few = Generator(model, eos_id=NEVER, candidates=candidates).generate(PROMPTS, **settings)
+    assert _rows(few) == _rows(whole)
