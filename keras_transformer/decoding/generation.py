@@ -18,6 +18,11 @@ own seed and prompt only, never on the other rows of the batch. (XLA draws other
 numbers from the same seed than the graph executor: the same seed gives the same
 text under the same `jit_compile` setting.)
 
+A draw is one uniform number a row, read through the inverse cumulative
+distribution of the kept tokens: in id order when no filter is on (no sort), else
+among the `candidates` best tokens sorted once (the whole vocabulary when a row's
+top-k or nucleus may reach past them, with the same result).
+
 `Generator(model, cached=False)` reruns the whole model on the full prefix at every
 step: the reference that tests compare the cached loop with, and `bench/`'s
 baseline.
