@@ -13,6 +13,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 __version__ = "0.1.0"
 
 _LAZY = {
+    "LanguageModel": "models",
+    "TextClassifier": "models",
+    "build_language_model": "models",
+    "build_classifier": "models",
     "DecoderBlock": "layers",
     "EncoderBlock": "layers",
     "FeedForward": "layers",
