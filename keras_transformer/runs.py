@@ -709,12 +709,14 @@ def build_run_model(config):
         from keras_transformer.models.transformer import Seq2SeqTransformer
 
         return Seq2SeqTransformer(model_config)
-    from keras_transformer import models
-
     data = config["data"]
     if task == "lm":
-        return models.build_language_model(model_config, vocab_size=data["vocab_size"])
-    return models.build_classifier(model_config, vocab_size=data["vocab_size"], num_classes=data["num_classes"])
+        from keras_transformer.models.language_model import build_language_model
+
+        return build_language_model(model_config, vocab_size=data["vocab_size"])
+    from keras_transformer.models.classifier import build_classifier
+
+    return build_classifier(model_config, vocab_size=data["vocab_size"], num_classes=data["num_classes"])
 
 
 def load_run(run_dir, weights=None, task=None, command=None):

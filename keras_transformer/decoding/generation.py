@@ -18,6 +18,11 @@ own seed and prompt only, never on the other rows of the batch. (XLA draws other
 numbers from the same seed than the graph executor: the same seed gives the same
 text under the same `jit_compile` setting.)
 
+A draw is one uniform number a row, read through the inverse cumulative
+distribution of the kept tokens: in id order when no filter is on (no sort), else
+among the `candidates` best tokens sorted once (the whole vocabulary when a row's
+top-k or nucleus may reach past them, with the same result).
+
 `Generator(model, cached=False)` reruns the whole model on the full prefix at every
 step: the reference that tests compare the cached loop with, and `bench/`'s
 baseline.
@@ -28,7 +33,6 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
-from keras_transformer.decoding.search import NEG_INF
 from keras_transformer.decoding.search import next_token_log_probs
 from keras_transformer.decoding.search import strip_end
 from keras_transformer.ops import checks
@@ -45,7 +49,43 @@ def _row_uniforms(seeds, positions):
     )
 
 
-def choose_tokens(log_probs, temperature, top_k, top_p, seeds, positions):
+def _inverse_cdf(probs, uniforms):
+    """(B,) index of the first entry whose cumulative probability passes u·total."""
+    cumulative = tf.cumsum(probs, axis=-1)
+    threshold = uniforms * cumulative[:, -1]
+    index = tf.reduce_sum(tf.cast(cumulative <= threshold[:, None], tf.int32), axis=-1)
+    # Entries of probability 0 after the last kept one are never reached; the clip only
+    # guards against rounding at the very end.
+    return tf.minimum(index, tf.shape(probs)[-1] - 1)
+
+
+def _filtered_draw(sorted_log_probs, order, top_k, top_p, uniforms):
+    """Draws among the best tokens kept by top-k, then top-p.
+
+    Args:
+        sorted_log_probs: (B, C) the C best log-probabilities (normalised over the
+            whole vocabulary), best first.
+        order: (B, C) their token ids.
+        top_k, top_p, uniforms: (B,) as in `choose_tokens`.
+
+    Returns:
+        (B,) int32 token ids.
+    """
+    probs = tf.exp(sorted_log_probs)
+    ranks = tf.range(tf.shape(probs)[-1])[None, :]
+    keep = (top_k[:, None] <= 0) | (ranks < top_k[:, None])
+    # The nucleus is measured within the top-k tokens (all of them: mass 1).
+    kept_mass = tf.where(top_k > 0, tf.reduce_sum(tf.where(keep, probs, 0.0), axis=-1), 1.0)
+    before = tf.cumsum(probs, axis=-1, exclusive=True)
+    keep &= (before < (top_p * kept_mass)[:, None]) | (ranks == 0)
+    probs = tf.where(keep, probs, 0.0)
+    rank = tf.minimum(
+        _inverse_cdf(probs, uniforms), tf.reduce_sum(tf.cast(keep, tf.int32), axis=-1) - 1
+    )
+    return tf.gather(order, rank, batch_dims=1)
+
+
+def choose_tokens(log_probs, temperature, top_k, top_p, seeds, positions, candidates=64):
     """Picks each row's next token: greedy, or sampled after temperature, top-k, top-p.
 
     Args:
@@ -53,41 +93,53 @@ def choose_tokens(log_probs, temperature, top_k, top_p, seeds, positions):
             (`next_token_log_probs`: padding and the start token excluded).
         temperature: (B,) float32; <= 0 picks the most probable token (greedy).
         top_k: (B,) int32; k > 0 samples among the k most probable tokens only.
-        top_p: (B,) float32; samples among the fewest most probable tokens whose
-            probability reaches p (nucleus sampling; the most probable always
-            stays); 1 keeps all.
+        top_p: (B,) float32; samples among the fewest most probable tokens (after
+            top-k) whose probability reaches p (nucleus sampling; the most probable
+            always stays); 1 keeps all.
         seeds: (B,) integer seeds.
         positions: (B,) int32 position of the token being chosen (the stateless
             draw's counter).
+        candidates: C, how many best tokens a filtered draw sorts; when a row's
+            top-k or nucleus may reach past them, the step sorts the whole
+            vocabulary instead (the same tokens, slower).
 
     Returns:
         (B,) int32 token ids.
     """
     greedy = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
     sampling = temperature > 0.0
+    filtering = sampling & ((top_k > 0) | (top_p < 1.0))
+    plain = sampling & ~filtering
 
     def sample():
-        vocab_size = tf.shape(log_probs)[-1]
         safe_temperature = tf.where(sampling, temperature, 1.0)
-        scaled = log_probs / safe_temperature[:, None]
-        # Sorted once, best first: top-k is then a prefix, and top-p a cumulative sum.
-        sorted_logits, order = tf.math.top_k(scaled, k=vocab_size)
-        ranks = tf.range(vocab_size)[None, :]
-        keep = (top_k[:, None] <= 0) | (ranks < top_k[:, None])
-        probs = tf.nn.softmax(tf.where(keep, sorted_logits, NEG_INF), axis=-1)
-        before = tf.cumsum(probs, axis=-1, exclusive=True)
-        keep &= (before < top_p[:, None]) | (ranks == 0)
-        probs = tf.where(keep, probs, 0.0)
-        # Inverse CDF: the first kept token whose cumulative probability passes u·total.
-        cumulative = tf.cumsum(probs, axis=-1)
-        threshold = _row_uniforms(seeds, positions) * cumulative[:, -1]
-        rank = tf.reduce_sum(tf.cast(cumulative <= threshold[:, None], tf.int32), axis=-1)
-        kept = tf.reduce_sum(tf.cast(keep, tf.int32), axis=-1)
-        rank = tf.minimum(rank, kept - 1)
-        chosen = tf.gather(order, rank, batch_dims=1)
-        return tf.where(sampling, chosen, greedy)
+        log_p = tf.nn.log_softmax(log_probs / safe_temperature[:, None], axis=-1)
+        uniforms = _row_uniforms(seeds, positions)
+        vocab_size = log_p.shape[-1]  # static: the output projection's
 
-    # An all-greedy batch skips the sort and the draws.
+        def plain_draw():  # the whole vocabulary in id order: no sort
+            return _inverse_cdf(tf.exp(log_p), uniforms)
+
+        def filtered_draw():
+            count = min(candidates, vocab_size)
+            best, order = tf.math.top_k(log_p, k=count)
+            # Rows whose kept tokens surely lie among the C best.
+            within = ((top_k > 0) & (top_k <= count)) | (
+                (top_k <= 0) & (tf.reduce_sum(tf.exp(best), axis=-1) >= top_p)
+            )
+            return tf.cond(
+                tf.reduce_all(within | ~filtering),
+                lambda: _filtered_draw(best, order, top_k, top_p, uniforms),
+                lambda: _filtered_draw(*tf.math.top_k(log_p, k=vocab_size), top_k, top_p,
+                                       uniforms),
+            )
+
+        never = tf.zeros_like(greedy)
+        chosen = tf.where(filtering, tf.cond(tf.reduce_any(filtering), filtered_draw,
+                                             lambda: never), greedy)
+        return tf.where(plain, tf.cond(tf.reduce_any(plain), plain_draw, lambda: never), chosen)
+
+    # An all-greedy batch skips the draws.
     return tf.cond(tf.reduce_any(sampling), sample, lambda: greedy)
 
 
@@ -104,6 +156,8 @@ class Generator:
             uncached reference; no XLA).
         bos_id: the token an empty prompt starts from.
         eos_id: a row stops after producing it.
+        candidates: how many best tokens a top-k or top-p draw sorts first
+            (`choose_tokens`); a row that may need more sorts the vocabulary.
 
     Example:
         >>> generator = Generator(build_language_model("tiny", vocab_size=100))
@@ -113,7 +167,8 @@ class Generator:
     """
 
     def __init__(
-        self, model, max_length=None, jit_compile=False, cached=True, bos_id=BOS_ID, eos_id=EOS_ID
+        self, model, max_length=None, jit_compile=False, cached=True, bos_id=BOS_ID, eos_id=EOS_ID,
+        candidates=64,
     ):
         self.model = model
         self.max_length = checks.check_positive_int(
@@ -133,6 +188,7 @@ class Generator:
             )
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
+        self.candidates = checks.check_positive_int("candidates", candidates)
         row = lambda dtype, name: tf.TensorSpec([None], dtype, name=name)  # noqa: E731
         signature = [
             tf.TensorSpec([None, None], tf.int32, name="prompts"),
@@ -228,7 +284,7 @@ class Generator:
             positions = tf.fill([batch_size], position)
             chosen = choose_tokens(
                 next_token_log_probs(logits, bos_id=self.bos_id),
-                temperature, top_k, top_p, seed, positions,
+                temperature, top_k, top_p, seed, positions, self.candidates,
             )
             in_prompt = position < prompt_lengths
             chosen = tf.where(finished, PAD_ID, chosen)
