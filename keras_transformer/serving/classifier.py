@@ -60,6 +60,29 @@ def check_signature_def(signature_def, signature_name, method_name_check=False):
             f'or "{SCORES}". Signature was: {signature_def}')
 
 
+def find_signature(servable, signature_name, method_name_check=False):
+    """The `servable.Signature` that answers Classify for `signature_name`.
+
+    Args:
+        servable: a loaded `servable.Servable`.
+        signature_name: the requested key ("" means serving_default).
+        method_name_check: see `check_signature_def`.
+
+    Raises:
+        ServingError: INVALID_ARGUMENT with TF Serving's message when the
+            signature is missing or cannot classify.
+    """
+    key = signature_name or DEFAULT_SIGNATURE
+    check_signature_def(servable.signature_def_map.signature_def.get(key), key,
+                        method_name_check)
+    return servable.signature(key)
+
+
+def signature_inputs(signature, request_input):
+    """The checked inputs {"inputs": (B,) serialized examples} of a request's `Input`."""
+    return signature.check_inputs({INPUTS: serialized_examples(request_input)})
+
+
 def serialized_examples(request_input):
     """The (B,) object array of serialized examples an `Input` proto holds.
 

@@ -27,7 +27,8 @@ from tensorflow_serving.config import model_server_config_pb2
 from keras_transformer import versions as versions_lib
 
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
-# The model page (translate, generate, classify) shipped with the package (index.html, app.js, style.css).
+# The model page (translate, generate, classify) shipped with the package
+# (index.html, app.js, style.css).
 WEB_PAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 

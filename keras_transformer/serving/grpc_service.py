@@ -135,8 +135,7 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
             version, label = _version_choice(spec)
             target = core.resolve_classification(spec.name, version, label, spec.signature_name)
             with target.release_on_error():
-                examples = classifier.serialized_examples(request.input)
-                inputs = target.signature.check_inputs({classifier.INPUTS: examples})
+                inputs = classifier.signature_inputs(target.signature, request.input)
             return target, inputs
 
         def encode(target, outputs, num_examples):

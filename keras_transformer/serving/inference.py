@@ -215,11 +215,8 @@ class ServingCore:
         """
         handle = self.registry.acquire(name, version, label)
         try:
-            key = signature_name or classifier.DEFAULT_SIGNATURE
-            classifier.check_signature_def(
-                handle.servable.signature_def_map.signature_def.get(key), key,
-                self.method_name_check)
-            signature = handle.servable.signature(key)
+            signature = classifier.find_signature(handle.servable, signature_name,
+                                                  self.method_name_check)
         except BaseException:
             handle.release()
             raise

@@ -252,8 +252,7 @@ class RestApi:
                 document, core.limits.max_instances)
             target = core.resolve_classification(model_name, version, label, name)
             with target.release_on_error():
-                examples = classifier.serialized_examples(request_input)
-                inputs = target.signature.check_inputs({classifier.INPUTS: examples})
+                inputs = classifier.signature_inputs(target.signature, request_input)
             return target, inputs
 
         def encode(outputs, num_examples):

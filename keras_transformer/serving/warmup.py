@@ -61,14 +61,11 @@ def read_warmup_requests(export_dir):
 
 
 def _classify_once(servable, request, iterations, method_name_check):
-    key = request.model_spec.signature_name or classifier.DEFAULT_SIGNATURE
-    classifier.check_signature_def(servable.signature_def_map.signature_def.get(key), key,
-                                   method_name_check)
-    signature = servable.signature(key)
-    examples = classifier.serialized_examples(request.input)
-    checked = signature.check_inputs({classifier.INPUTS: examples})
+    signature = classifier.find_signature(servable, request.model_spec.signature_name,
+                                          method_name_check)
+    checked = classifier.signature_inputs(signature, request.input)
     for _ in range(iterations):
-        classifier.classification_result(signature.run(checked), len(examples))
+        classifier.classification_result(signature.run(checked), len(checked[classifier.INPUTS]))
 
 
 def run_warmup(servable, tensor_from_proto, iterations=1, method_name_check=False):

@@ -218,6 +218,7 @@ def test_concurrent_classify_requests_share_batches_and_each_gets_its_rows(class
         _, metrics = http("GET", batched.rest_url + "/monitoring/prometheus/metrics")
     kinds = {"?": "question", "!": "exclamation"}
     assert answers == [(200, {"results": [_row(kinds.get(t[-1], "statement"))]}) for t in texts]
-    batch_count = re.search(r"^:tensorflow:serving:batching_session:processed_batch_size_count\S* (\S+)$",
-                            metrics, re.MULTILINE)
+    batch_count = re.search(
+        r"^:tensorflow:serving:batching_session:processed_batch_size_count\S* (\S+)$",
+        metrics, re.MULTILINE)
     assert batch_count and float(batch_count.group(1)) < len(texts), metrics[-2000:]

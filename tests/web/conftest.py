@@ -1,5 +1,6 @@
 """Fixtures of the web page tests: a tiny exported translator (and a tiny language
-model and classifier) served on loopback, one headless Chromium (the browser tests skip when Debian's chromium is absent)."""
+model and classifier) served on loopback, one headless Chromium (the browser tests
+skip when Debian's chromium is absent)."""
 
 import os
 import shutil
