@@ -27,6 +27,7 @@ _LAZY = {
     "TransformerConfig": "models",
     "build_transformer": "models",
     "preset": "models",
+    "Generator": "decoding",
     "SequenceSearch": "decoding",
 }
 
