@@ -7,7 +7,8 @@ other module builds a path inside a run. A run trains one task (`RunDir.task`):
 a config.json without "task" is a translation run from before tasks. The layout:
 
     config.json              {"format_version", "task" (absent: "translate"), "preset",
-                              "model": TransformerConfig fields,
+                              "model": TransformerConfig fields (lm, classify: both
+                                       vocabulary sizes are the tokenizer's),
                               "data": corpus, split and tokenizer settings,
                               "training": TrainingConfig fields, "device": what was in effect}
     splits/{train,validation,test}.tsv   the split used, one example a line
@@ -222,6 +223,18 @@ class RunDir:
             )
         data = config["data"]
         return self.file(data["source_tokenizer"]), self.file(data["target_tokenizer"])
+
+    @property
+    def tokenizer_file(self):
+        """Where a new "lm" or "classify" run keeps its SentencePiece model (tokenizer.model)."""
+        return self.file(TOKENIZER_NAME)
+
+    def write_tokenizer(self, model_proto):
+        """Writes the SentencePiece model of an "lm" or "classify" run (tokenizer.model) atomically."""
+        with files.atomic_path(self.tokenizer_file) as temporary:
+            with open(temporary, "wb") as file:
+                file.write(model_proto)
+        return self.tokenizer_file
 
     def tokenizer_path(self, config=None):
         """The one SentencePiece model file of an "lm" or "classify" run (tokenizer.model)."""

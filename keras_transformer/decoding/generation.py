@@ -213,7 +213,8 @@ class Generator:
         Args:
             prompts: (B, P) int token ids, right-padded with 0 (an all-padding row
                 starts from `bos_id`).
-            max_new_tokens: new tokens at most, one int or (B,).
+            max_new_tokens: new tokens at most, one int or (B,); a row also stops
+                at `max_length` tokens, prompt included (a longer prompt gets none).
             temperature: one float or (B,); 0 = greedy.
             top_k: one int or (B,); 0 = off.
             top_p: one float in (0, 1] or (B,); 1 = off.

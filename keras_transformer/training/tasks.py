@@ -33,7 +33,6 @@ import os
 
 from keras_transformer.runs import DEFAULT_TASK
 from keras_transformer.runs import TASKS
-from keras_transformer.runs import TOKENIZER_NAME
 from keras_transformer.runs import RunDir
 from keras_transformer.runs import build_run_model
 from keras_transformer.runs import task_of
@@ -43,8 +42,9 @@ FORMAT_VERSION = 1
 
 def task_for(config_or_name=None):
     """The `Task` of a task name, or of a parsed config.json (None: "translate")."""
-    name = config_or_name if isinstance(config_or_name, str) or config_or_name is None else task_of(config_or_name)
-    name = name or DEFAULT_TASK
+    if isinstance(config_or_name, dict):
+        config_or_name = task_of(config_or_name)
+    name = config_or_name or DEFAULT_TASK
     if name not in _TASKS:
         raise ValueError(f"Unknown task {name!r}; accepted: {list(TASKS)}.")
     return _TASKS[name]
@@ -301,7 +301,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
 
 
 class TranslationTask(Task):
-    """A `Seq2SeqTransformer` on sentence pairs (`trainer.prepare_run`, `trainer.make_datasets`)."""
+    """A `Seq2SeqTransformer` on sentence pairs (`prepare_run`, `make_datasets` above)."""
 
     name = "translate"
 
@@ -332,8 +332,8 @@ class _TextTask(Task):
     def _write_split(self, run, part, labels, texts):
         raise NotImplementedError
 
-    def _describe(self, run, labels, texts, model_config):
-        """Task-specific entries of config.json's "data"."""
+    def _write_extras(self, run, labels):
+        """Writes the task's own files of a new run; returns their entries of config.json's "data"."""
         return {}
 
     def prepare(
@@ -399,10 +399,7 @@ class _TextTask(Task):
             raise ValueError(
                 f"Training the tokenizer ({size} pieces) failed: {error}. Choose another --vocab-size."
             ) from None
-        os.makedirs(run.path, exist_ok=True)
-        tokenizer_path = run.file(TOKENIZER_NAME)
-        with open(tokenizer_path, "wb") as file:
-            file.write(model_proto)
+        run.write_tokenizer(model_proto)
         vocab = SubwordTokenizer(model_proto).vocab_size
         model_config = make_preset(
             preset,
@@ -422,10 +419,10 @@ class _TextTask(Task):
                 "split_sizes": {"train": len(train), "validation": len(validation), "test": len(test)},
                 "splits": {part: os.path.relpath(run.split_path(part), run.path)
                            for part in ("train", "validation", "test")},
-                "tokenizer": TOKENIZER_NAME,
+                "tokenizer": os.path.relpath(run.tokenizer_file, run.path),
                 "vocab_size": vocab,
                 "max_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
-                **self._describe(run, labels, texts, model_config),
+                **self._write_extras(run, labels),
             },
         }
         run.write_config(config)
@@ -524,7 +521,7 @@ class ClassificationTask(_TextTask):
     def _write_split(self, run, part, labels, texts):
         run.write_labelled(part, labels, texts)
 
-    def _describe(self, run, labels, texts, model_config):
+    def _write_extras(self, run, labels):
         names = sorted(set(labels))
         run.write_labels(names)
         return {"num_classes": len(names), "labels": os.path.relpath(run.labels_path, run.path)}

@@ -159,3 +159,15 @@ def test_sorting_only_the_best_candidates_draws_the_same_tokens(model, candidate
     whole = Generator(model, eos_id=NEVER, candidates=VOCAB).generate(PROMPTS, **settings)
     few = Generator(model, eos_id=NEVER, candidates=candidates).generate(PROMPTS, **settings)
     assert _rows(few) == _rows(whole)
+
+
+def test_generation_runs_under_mixed_precision():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    keras.utils.set_random_seed(5)
+    model = build_language_model("tiny", vocab_size=VOCAB)
+    result = Generator(model, eos_id=NEVER).generate(
+        PROMPTS, max_new_tokens=4, temperature=1.0, top_p=0.9, seed=1
+    )
+    tokens = result["tokens"].numpy()
+    assert result["lengths"].numpy().tolist() == [4, 4, 4]
+    assert not np.isin(tokens, [0, BOS_ID]).any() and tokens.max() < VOCAB

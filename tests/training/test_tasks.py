@@ -156,3 +156,14 @@ def test_xla_batches_of_a_classifier_pad_only_the_length_and_of_a_language_model
     classes = tf.data.Dataset.from_tensors((tokens, tf.constant([0, 1, 2])))
     (cl_tokens, cl_labels), = _static_lengths(classes, max_length=64, token_budget=64, pad_rows=False)
     assert cl_tokens.shape == (3, 8) and cl_labels.numpy().tolist() == [0, 1, 2]
+
+
+def test_the_model_keras_of_each_task_loads_as_its_model(lm_run, classify_run):
+    import keras
+
+    from keras_transformer.models.classifier import TextClassifier
+    from keras_transformer.models.language_model import LanguageModel
+    from keras_transformer.training import losses  # noqa: F401 (registers the compiled loss and metrics)
+
+    assert isinstance(keras.saving.load_model(lm_run / "model.keras"), LanguageModel)
+    assert isinstance(keras.saving.load_model(classify_run / "model.keras"), TextClassifier)
