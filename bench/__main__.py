@@ -9,6 +9,7 @@ Examples:
     python -m bench training attention   # some of them
     python -m bench profile              # where a training step's time goes (on request only)
     python -m bench decoding export --xla off    # decoding as TF Serving runs it (graph mode)
+    python -m bench generation --xla off --preset tiny  # language-model generation, cached vs not
     python -m bench ceiling training decoding --preset base \\
         --mixed-precision mixed_bfloat16 --xla          # bench/gpu.sh, on a GPU
 """
@@ -27,7 +28,7 @@ from bench.common import machine  # noqa: E402
 from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
 from keras_transformer.data.corpus import pair_files  # noqa: E402
 
-BENCHMARKS = ["ceiling", "training", "attention", "decoding", "export", "serving"]
+BENCHMARKS = ["ceiling", "training", "attention", "decoding", "generation", "export", "serving"]
 # Run only when named: an explanation of the training numbers, not a comparison.
 ON_REQUEST = ["profile"]
 
@@ -40,7 +41,8 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and few repeats: checks that everything runs")
     parser.add_argument("--preset", default="small",
-                        help="model preset of training, attention and decoding (default small)")
+                        help="model preset of training, attention, decoding and generation "
+                        "(default small)")
     parser.add_argument("--mixed-precision", default="none",
                         choices=["none", "mixed_bfloat16", "mixed_float16"],
                         help="Keras dtype policy of the models and layers (default none)")

@@ -13,6 +13,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 __version__ = "0.1.0"
 
 _LAZY = {
+    "LanguageModel": "models",
+    "TextClassifier": "models",
+    "build_language_model": "models",
+    "build_classifier": "models",
     "DecoderBlock": "layers",
     "EncoderBlock": "layers",
     "FeedForward": "layers",
@@ -23,6 +27,7 @@ _LAZY = {
     "TransformerConfig": "models",
     "build_transformer": "models",
     "preset": "models",
+    "Generator": "decoding",
     "SequenceSearch": "decoding",
 }
 

@@ -26,12 +26,12 @@ import sys
 # name → (module, help). Each module defines `add_arguments(parser)` and `run(args)`.
 COMMANDS = {
     "summary": ("keras_transformer.models.summary", "print a preset model's layers and sizes"),
-    "train": ("keras_transformer.training.command", "train a translator on a parallel corpus"),
+    "train": ("keras_transformer.training.command", "train a translator, a language model or a classifier"),
     "export": ("keras_transformer.export.command", "export a run as a versioned SavedModel for TF Serving"),
     "translate": ("keras_transformer.translate", "translate sentences with a run folder or a server"),
     "serve": ("keras_transformer.serving.command", "serve exported models over TF Serving's REST and gRPC APIs"),
     "average": ("keras_transformer.training.average", "average a run's epoch checkpoints into average.weights.h5"),
-    "evaluate": ("keras_transformer.evaluation.command", "BLEU and chrF of a run folder or an export (sacrebleu)"),
+    "evaluate": ("keras_transformer.evaluation.command", "BLEU/chrF, perplexity or accuracy/F1 of a run or export"),
     "plot-attention": ("keras_transformer.plots.attention_command", "draw a translation's attention as layers x heads heatmaps"),
     "plot-history": ("keras_transformer.plots.history_command", "draw a run's loss, accuracy and learning-rate curves"),
 }
@@ -73,7 +73,7 @@ def build_parser(command=None):
     """
     parser = ArgumentParser(
         prog="keras-transformer",
-        description="Build, train, export and serve Transformer translators.",
+        description="Build, train, export and serve Transformer translators, language models and classifiers.",
     )
     parser.add_argument(
         "--verbose",

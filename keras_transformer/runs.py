@@ -1,13 +1,33 @@
 """The run folder: the contract between `train` and the steps that read a model.
 
 `RunDir` owns every path of a run folder and reads and writes what is in it; no
-other module builds a path inside a run. The layout:
+other module builds a path inside a run. A run trains one task (`RunDir.task`):
+"translate" (a `Seq2SeqTransformer`), "lm" (a decoder-only language model,
+`build_language_model`) or "classify" (an encoder classifier, `build_classifier`);
+a config.json without "task" is a translation run from before tasks. The layout:
 
-    config.json              {"format_version", "preset", "model": TransformerConfig fields,
+    config.json              {"format_version", "task" (absent: "translate"), "preset",
+                              "model": TransformerConfig fields (lm, classify: both
+                                       vocabulary sizes are the tokenizer's),
                               "data": corpus, split and tokenizer settings,
                               "training": TrainingConfig fields, "device": what was in effect}
-    source.model, target.model      the SentencePiece models
-    splits/{train,validation,test}.tsv   source<TAB>target, the split used
+    splits/{train,validation,test}.tsv   the split used, one example a line
+    translate: source.model, target.model   the SentencePiece models (`tokenizer_paths`)
+               splits: source<TAB>target (`read_split`)
+               data: source_language, target_language, source_tokenizer, target_tokenizer,
+                     max_source_length, max_target_length
+    lm:        tokenizer.model        the one SentencePiece model (`tokenizer_path`)
+               splits: one text a line (`read_texts`)
+               data: tokenizer, vocab_size, max_length (ids per example, BOS or EOS
+                     included: the model reads BOS + text, predicts text + EOS), language
+    classify:  tokenizer.model        the one SentencePiece model (`tokenizer_path`)
+               labels.json            the class names, sorted; class id i is labels[i]
+                                      (`read_labels`)
+               splits: label<TAB>text (`read_labelled`)
+               data: tokenizer, vocab_size, num_classes, max_length (ids per text; no
+                     BOS/EOS), language
+    (every task: `RunDir.tokenizer_files()` lists the tokenizer model files, to ship
+    as an export's assets; `RunDir.load()` gives the model, its tokenizers and labels.)
     backup/state.json, backup/state-<step>.weights.h5
                              the newest training state (weights + optimizer); state.json
                              names its file and records epoch and step, and is written
@@ -57,6 +77,12 @@ AVERAGE_NAME = "average"
 EVALUATION_NAME = "evaluation.json"
 WORKERS_DIR = "workers"
 WEIGHTS_CHOICES = ("best", "last", "average")
+TOKENIZER_NAME = "tokenizer.model"
+LABELS_NAME = "labels.json"
+# The tasks a run can train; a config.json without "task" is a translation run.
+TASKS = ("translate", "lm", "classify")
+DEFAULT_TASK = "translate"
+TASK_NAMES = {"translate": "translation", "lm": "language-model", "classify": "classifier"}
 DEFAULT_AVERAGE_LAST = 5
 
 _LEGACY_BACKUP = ("latest.weights.h5", "training_metadata.json")
@@ -148,6 +174,19 @@ class RunDir:
         stored = self.read_config().get("training") if self.exists() else None
         return None if stored is None else TrainingConfig.from_dict(stored)
 
+    def task(self, config=None):
+        """The run's task: "translate" (also for runs from before tasks), "lm" or "classify"."""
+        return task_of(config or self.read_config())
+
+    def require_task(self, task, command, config=None):
+        """Raises a one-line `ValueError` when the run's task is not `task` (for `command`)."""
+        found = self.task(config)
+        if found != task:
+            raise ValueError(
+                f"{self.path} is a {TASK_NAMES[found]} run (task {found}); `keras-transformer "
+                f"{command}` needs a {TASK_NAMES[task]} run (task {task})."
+            )
+
     def worker(self, name):
         """The private run folder of a non-chief worker."""
         return RunDir(self.file(WORKERS_DIR, name))
@@ -175,9 +214,83 @@ class RunDir:
         return sources_and_targets(read_tsv(path, 0, 1))
 
     def tokenizer_paths(self, config=None):
-        """(source, target) SentencePiece model files."""
-        data = (config or self.read_config())["data"]
+        """(source, target) SentencePiece model files of a translation run."""
+        config = config or self.read_config()
+        if task_of(config) != "translate":
+            raise ValueError(
+                f"{self.path} is a {TASK_NAMES[task_of(config)]} run: it has one tokenizer "
+                "(`tokenizer_path`), not a source and a target one."
+            )
+        data = config["data"]
         return self.file(data["source_tokenizer"]), self.file(data["target_tokenizer"])
+
+    @property
+    def tokenizer_file(self):
+        """Where a new "lm" or "classify" run keeps its SentencePiece model (tokenizer.model)."""
+        return self.file(TOKENIZER_NAME)
+
+    def write_tokenizer(self, model_proto):
+        """Writes the SentencePiece model of an "lm" or "classify" run (tokenizer.model) atomically."""
+        with files.atomic_path(self.tokenizer_file) as temporary:
+            with open(temporary, "wb") as file:
+                file.write(model_proto)
+        return self.tokenizer_file
+
+    def tokenizer_path(self, config=None):
+        """The one SentencePiece model file of an "lm" or "classify" run (tokenizer.model)."""
+        config = config or self.read_config()
+        if task_of(config) == "translate":
+            raise ValueError(f"{self.path} is a translation run: it has a source and a target tokenizer.")
+        return self.file(config["data"]["tokenizer"])
+
+    def tokenizer_files(self, config=None):
+        """Every tokenizer model file of the run, whatever its task (an export's assets)."""
+        config = config or self.read_config()
+        if task_of(config) == "translate":
+            return list(self.tokenizer_paths(config))
+        return [self.tokenizer_path(config)]
+
+    def write_texts(self, part, texts):
+        """Writes an "lm" split: one text a line."""
+        files.write_lines(self.split_path(part), list(texts))
+
+    def read_texts(self, part):
+        """The texts of an "lm" split."""
+        path = self._existing_split(part)
+        from keras_transformer.data.corpus import TextFile
+
+        return TextFile(path).read() if os.path.getsize(path) else []
+
+    def write_labelled(self, part, labels, texts):
+        """Writes a "classify" split: label<TAB>text lines."""
+        files.write_lines(self.split_path(part), [f"{label}\t{text}" for label, text in zip(labels, texts)])
+
+    def read_labelled(self, part):
+        """The (labels, texts) of a "classify" split."""
+        from keras_transformer.data.corpus import LabelledFile
+
+        path = self._existing_split(part)
+        return LabelledFile(path).read() if os.path.getsize(path) else ([], [])
+
+    def _existing_split(self, part):
+        path = self.split_path(part)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} does not exist; is {self.path} a run folder?")
+        return path
+
+    @property
+    def labels_path(self):
+        return self.file(LABELS_NAME)
+
+    def write_labels(self, labels):
+        """Writes labels.json: the class names of a "classify" run, class id i = labels[i]."""
+        files.write_json(self.labels_path, list(labels))
+
+    def read_labels(self):
+        """The class names of a "classify" run (class id i is the i-th)."""
+        if not os.path.exists(self.labels_path):
+            raise FileNotFoundError(f"{self.labels_path} does not exist; is {self.path} a classifier run?")
+        return files.read_json(self.labels_path)
 
     # -- history -----------------------------------------------------------------------------
     @property
@@ -464,7 +577,7 @@ class RunDir:
         import numpy as np
 
         chosen = self.select_checkpoints(last=last, best=best)
-        model = self._build_model()
+        model = self.build_model()
         total = None
         for checkpoint, _ in chosen:
             model.load_weights(checkpoint.path)
@@ -501,34 +614,66 @@ class RunDir:
         files.write_json(self.evaluation_path, record)
 
     # -- loading -------------------------------------------------------------------------------------
-    def _build_model(self, config=None):
-        from keras_transformer.models.config import TransformerConfig
-        from keras_transformer.models.transformer import Seq2SeqTransformer
+    def build_model(self, config=None):
+        """The run's model, freshly initialised, from its config.json (`build_run_model`)."""
+        return build_run_model(config or self.read_config())
 
-        return Seq2SeqTransformer(TransformerConfig.from_dict((config or self.read_config())["model"]))
+    _build_model = build_model
 
-    def load(self, weights=None):
-        """The model (with the chosen weights) and tokenizers of the run, as a `Run`."""
+    def load(self, weights=None, task=None, command=None):
+        """The model (with the chosen weights), tokenizers and labels of the run, as a `Run`.
+
+        Args:
+            weights: see `weights`.
+            task: when given, the task the caller needs: another run's task is a
+                one-line `ValueError` naming `command`.
+            command: the command named in that error.
+        """
         from keras_transformer.data.tokenizer import SubwordTokenizer
 
         config = self.read_config()
+        if task is not None:
+            self.require_task(task, command or task, config)
         chosen = self.weights(weights)
-        model = self._build_model(config)
+        model = self.build_model(config)
         model.load_weights(chosen.path)
-        source, target = (SubwordTokenizer.from_file(path) for path in self.tokenizer_paths(config))
-        return Run(self.path, config, model, source, target, chosen)
+        found = task_of(config)
+        if found == "translate":
+            source, target = (SubwordTokenizer.from_file(path) for path in self.tokenizer_paths(config))
+            return Run(self.path, config, model, source, target, chosen)
+        tokenizer = SubwordTokenizer.from_file(self.tokenizer_path(config))
+        labels = tuple(self.read_labels()) if found == "classify" else ()
+        return Run(self.path, config, model, None, None, chosen, task=found, tokenizer=tokenizer,
+                   labels=labels)
 
 
 @dataclasses.dataclass
 class Run:
-    """A trained translator read from its run folder (`RunDir.load`)."""
+    """A trained model read from its run folder (`RunDir.load`).
+
+    Attributes:
+        path: the run folder.
+        config: its config.json.
+        model: the model with the chosen weights (a `Seq2SeqTransformer` for
+            "translate"; the functional model of `build_language_model` or
+            `build_classifier` otherwise).
+        source_tokenizer: "translate": the source `SubwordTokenizer` (else None).
+        target_tokenizer: "translate": the target `SubwordTokenizer` (else None).
+        weights: the `Weights` loaded.
+        task: "translate", "lm" or "classify".
+        tokenizer: "lm" and "classify": the one `SubwordTokenizer` (else None).
+        labels: "classify": the class names, class id i = labels[i] (else ()).
+    """
 
     path: str
     config: dict
-    model: object  # Seq2SeqTransformer
-    source_tokenizer: object  # SubwordTokenizer
+    model: object
+    source_tokenizer: object
     target_tokenizer: object
     weights: Weights
+    task: str = DEFAULT_TASK
+    tokenizer: object = None
+    labels: tuple = ()
 
     @property
     def weights_path(self):
@@ -537,6 +682,11 @@ class Run:
     @property
     def max_source_length(self):
         return self.config["data"]["max_source_length"]
+
+    @property
+    def max_length(self):
+        """"lm" and "classify": ids per example the model was trained on."""
+        return self.config["data"]["max_length"]
 
     def split(self, part):
         """The (sources, targets) of the "train", "validation" or "test" split."""
@@ -548,18 +698,54 @@ def read_config(run_dir):
     return RunDir(run_dir).read_config()
 
 
-def load_run(run_dir, weights=None):
-    """Loads a run folder's model and tokenizers (`RunDir(run_dir).load(weights)`).
+def task_of(config):
+    """The task of a parsed config.json ("translate" when it names none)."""
+    task = config.get("task", DEFAULT_TASK)
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r} in a run's config.json; accepted: {list(TASKS)}.")
+    return task
+
+
+def build_run_model(config):
+    """The model of a run's parsed config.json, freshly initialised.
+
+    "translate": `Seq2SeqTransformer(model)`; "lm": `build_language_model(model,
+    vocab_size=data.vocab_size)`; "classify": `build_classifier(model,
+    vocab_size=data.vocab_size, num_classes=data.num_classes)`, where `model` is the
+    stored `TransformerConfig`.
+    """
+    from keras_transformer.models.config import TransformerConfig
+
+    model_config = TransformerConfig.from_dict(config["model"])
+    task = task_of(config)
+    if task == "translate":
+        from keras_transformer.models.transformer import Seq2SeqTransformer
+
+        return Seq2SeqTransformer(model_config)
+    data = config["data"]
+    if task == "lm":
+        from keras_transformer.models.language_model import build_language_model
+
+        return build_language_model(model_config, vocab_size=data["vocab_size"])
+    from keras_transformer.models.classifier import build_classifier
+
+    return build_classifier(model_config, vocab_size=data["vocab_size"], num_classes=data["num_classes"])
+
+
+def load_run(run_dir, weights=None, task=None, command=None):
+    """Loads a run folder's model and tokenizers (`RunDir(run_dir).load(weights, task, command)`).
 
     Args:
         run_dir: the run folder.
         weights: None (the default choice), "best", "last", "average" or a weights
             file (see `RunDir.weights`).
+        task: the task the caller needs (None: any); another is a one-line error.
+        command: the command named in that error.
 
     Returns:
         A `Run`.
     """
-    return RunDir(run_dir).load(weights)
+    return RunDir(run_dir).load(weights, task=task, command=command)
 
 
 def add_weights_argument(parser):

@@ -53,7 +53,7 @@ def _in_process_translator(args):
     from keras_transformer.export.module import TranslationModule
     from keras_transformer.runs import load_run
 
-    run = load_run(args.run, weights=args.weights)
+    run = load_run(args.run, weights=args.weights, task="translate", command="translate")
     if args.n_best > args.beam:
         raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     module = TranslationModule(

@@ -300,3 +300,15 @@ def test_translate_with_an_unknown_model_is_one_line():
         server.shutdown()
         server.server_close()
     _assert_one_line_error(result, "translate", "nope")
+
+
+def test_an_unknown_training_task_is_one_line_listing_the_tasks(tmp_path):
+    result = _keras_transformer("train", "--task", "summarize", "--run", tmp_path / "run", timeout=60)
+    _assert_one_line_error(result, "train", "summarize", "translate", "lm", "classify")
+
+
+@pytest.mark.parametrize("task", ["lm", "classify"])
+def test_a_missing_data_file_of_a_task_is_one_line(tmp_path, task):
+    missing = tmp_path / "no-such-file.txt"
+    result = _keras_transformer("train", "--task", task, "--data", missing, "--run", tmp_path / "run")
+    _assert_one_line_error(result, "train", str(missing))

@@ -41,6 +41,9 @@ FLOORS = {
     "training": 4,
     # Plain dataclasses of settings, stored in the run folder and read by `runs`.
     "training.config": 2,
+    # Loss and metric math (Keras and TensorFlow only): evaluation scores a language
+    # model with the perplexity metric it was trained with.
+    "training.losses": 2,
     "serving": 4,
     "translate": 4,
     "cli": 5,

@@ -261,6 +261,20 @@ def _unit_interval(seed: int, key: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
+def _check_fractions(validation_fraction: float, test_fraction: float) -> None:
+    if validation_fraction < 0 or test_fraction < 0 or validation_fraction + test_fraction >= 1:
+        raise ValueError(
+            "fractions must be >= 0 and leave some training data, got "
+            f"validation={validation_fraction}, test={test_fraction}"
+        )
+
+
+def _part(seed: int, key: str, validation_fraction: float, test_fraction: float) -> int:
+    """0 (train), 1 (validation) or 2 (test) for a group's key: see `split_pairs`."""
+    u = _unit_interval(seed, key)
+    return 1 if u < validation_fraction else 2 if u < validation_fraction + test_fraction else 0
+
+
 def split_pairs(
     pairs: Sequence[SentencePair],
     validation_fraction: float = 0.05,
@@ -292,29 +306,52 @@ def split_pairs(
     Raises:
         ValueError: If the fractions are negative or sum to 1 or more.
     """
-    if validation_fraction < 0 or test_fraction < 0 or validation_fraction + test_fraction >= 1:
-        raise ValueError(
-            "fractions must be >= 0 and leave some training data, got "
-            f"validation={validation_fraction}, test={test_fraction}"
-        )
+    _check_fractions(validation_fraction, test_fraction)
     groups = group_pairs(pairs)
     group_key: dict[int, str] = {}
     for pair, group in zip(pairs, groups):
         key = normalize_for_grouping(pair.source)
         if group not in group_key or key < group_key[group]:
             group_key[group] = key
-    part_of = {}
-    for group, key in group_key.items():
-        u = _unit_interval(seed, key)
-        part_of[group] = (
-            1 if u < validation_fraction
-            else 2 if u < validation_fraction + test_fraction
-            else 0
-        )
+    part_of = {
+        group: _part(seed, key, validation_fraction, test_fraction)
+        for group, key in group_key.items()
+    }
     parts: tuple[list[SentencePair], ...] = ([], [], [])
     for pair, group in zip(pairs, groups):
         parts[part_of[group]].append(pair)
     return CorpusSplit(train=parts[0], validation=parts[1], test=parts[2])
+
+
+def split_texts(
+    texts: Sequence[str],
+    validation_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    seed: int = 0,
+) -> tuple[list[int], list[int], list[int]]:
+    """Splits single texts (a language model's or a classifier's) so that no text is on two sides.
+
+    The rule of :func:`split_pairs` with one side: texts that are equal after
+    :func:`normalize_for_grouping` form a group, and a group goes to the part its
+    hashed key falls in. Indices, so that a classifier's labels follow their texts.
+
+    Args:
+        texts: The texts.
+        validation_fraction: Expected share of texts in validation.
+        test_fraction: Expected share of texts in test.
+        seed: Different seeds give different, equally stable, splits.
+
+    Returns:
+        ``(train, validation, test)`` lists of indices into ``texts``, each in input order.
+
+    Raises:
+        ValueError: If the fractions are negative or sum to 1 or more.
+    """
+    _check_fractions(validation_fraction, test_fraction)
+    parts: tuple[list[int], ...] = ([], [], [])
+    for index, text in enumerate(texts):
+        parts[_part(seed, normalize_for_grouping(text), validation_fraction, test_fraction)].append(index)
+    return parts
 
 
 def sources_and_targets(pairs: Iterable[SentencePair]) -> tuple[list[str], list[str]]:
@@ -362,6 +399,113 @@ class PairFiles:
             return {"path": os.path.abspath(self.path), "target_path": os.path.abspath(self.target_path)}
         return {"path": os.path.abspath(self.path), "source_column": self.source_column,
                 "target_column": self.target_column}
+
+
+@dataclasses.dataclass(frozen=True)
+class TextFile:
+    """Where a language model's text is: every line of a file, or one column of a TSV.
+
+    Attributes:
+        path: the file (UTF-8).
+        column: 0-based tab-separated column (None: whole lines).
+        language: language code of the text, when known (sets the tokenizer's
+            character coverage and default vocabulary size).
+    """
+
+    path: str
+    column: int | None = None
+    language: str | None = None
+
+    def read(self) -> list[str]:
+        """The texts in file order, with errors naming the file and line."""
+        _check_file(self.path)
+        lines = _read_lines(self.path)
+        if self.column is None:
+            return [_check_sentence(line, Path(self.path), number, "text")
+                    for number, line in enumerate(lines, start=1)]
+        return column_of(lines, self.column, self.path, what="text", flag="--column")
+
+    def describe(self) -> dict:
+        """A JSON-ready record (absolute path) for a run's config."""
+        return {"path": os.path.abspath(self.path), "column": self.column, "language": self.language}
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelledFile:
+    """Where a classifier's examples are: a TSV with a label column and a text column.
+
+    Attributes:
+        path: the file (UTF-8), ``label<TAB>text`` by default; other columns
+            (e.g. attributions) are ignored.
+        label_column: 0-based column of the label.
+        text_column: 0-based column of the text.
+        language: language code of the text, when known.
+    """
+
+    path: str
+    label_column: int = 0
+    text_column: int = 1
+    language: str | None = None
+
+    def read(self) -> tuple[list[str], list[str]]:
+        """``(labels, texts)`` in file order, with errors naming the file and line.
+
+        Raises:
+            ValueError: for columns that are equal or negative, a line with too
+                few columns, or an empty label or text.
+        """
+        if min(self.label_column, self.text_column) < 0 or self.label_column == self.text_column:
+            raise ValueError(
+                "--label-column and --text-column must be distinct and >= 0; received "
+                f"{self.label_column} and {self.text_column}."
+            )
+        _check_file(self.path)
+        needed = max(self.label_column, self.text_column) + 1
+        labels, texts = [], []
+        for number, line in enumerate(_read_lines(self.path), start=1):
+            fields = line.split("\t")
+            if len(fields) < needed:
+                raise ValueError(
+                    f"{self.path}: line {number}: expected at least {needed} tab-separated columns "
+                    f"(label in column {self.label_column}, text in column {self.text_column}), "
+                    f"found {len(fields)}"
+                )
+            labels.append(_check_sentence(fields[self.label_column], Path(self.path), number, "label"))
+            texts.append(_check_sentence(fields[self.text_column], Path(self.path), number, "text"))
+        return labels, texts
+
+    def describe(self) -> dict:
+        """A JSON-ready record (absolute path) for a run's config."""
+        return {"path": os.path.abspath(self.path), "label_column": self.label_column,
+                "text_column": self.text_column, "language": self.language}
+
+
+def _check_file(path: PathLike) -> None:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} does not exist.")
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder; pass a file of sentences.")
+
+
+def text_column(value: str | None) -> tuple[int | None, str | None]:
+    """`--column`: a language of the Tatoeba layout or a 0-based column, as (column, language).
+
+    Example: ``text_column("en")`` is ``(0, "en")``; ``text_column("2")`` is ``(2, None)``.
+    """
+    if value is None:
+        return None, None
+    if value in CMN_ENG_COLUMNS:
+        return CMN_ENG_COLUMNS[value], value
+    try:
+        column = int(value)
+    except ValueError:
+        raise ValueError(
+            f"--column {value!r}: expected a language of the Tatoeba layout "
+            f"{sorted(CMN_ENG_COLUMNS)} or a 0-based column number."
+        ) from None
+    if column < 0:
+        raise ValueError(f"--column must be >= 0; received {column}.")
+    return column, None
 
 
 def add_pair_arguments(parser, data_help="tab-separated sentence pairs", languages_help=None):
@@ -457,12 +601,15 @@ def read_sources(path: PathLike, column: int | None = None) -> list[str]:
     return column_of(_read_lines(path), column, path)
 
 
-def column_of(lines: list[str], column: int | None, path: PathLike) -> list[str]:
+def column_of(
+    lines: list[str], column: int | None, path: PathLike, what: str = "source sentence",
+    flag: str = "--src-column",
+) -> list[str]:
     """Every line, or its 0-based tab-separated `column` (errors name `path` and the line)."""
     if column is None:
         return lines
     if column < 0:
-        raise ValueError(f"--src-column must be >= 0; received {column}.")
+        raise ValueError(f"{flag} must be >= 0; received {column}.")
     sentences = []
     for number, line in enumerate(lines, start=1):
         fields = line.split("\t")
@@ -471,7 +618,7 @@ def column_of(lines: list[str], column: int | None, path: PathLike) -> list[str]
                 f"{path}: line {number}: expected at least {column + 1} tab-separated columns, "
                 f"found {len(fields)}"
             )
-        sentences.append(_check_sentence(fields[column], path, number, "source sentence"))
+        sentences.append(_check_sentence(fields[column], path, number, what))
     return sentences
 
 
@@ -487,3 +634,17 @@ def source_column(args) -> int | None:
             )
         return CMN_ENG_COLUMNS[args.src]
     return args.src_column
+
+
+def class_ids(names: Sequence[str], labels: Iterable[str], where: str) -> list[int]:
+    """The class ids of label strings: label ``names[i]`` is class i.
+
+    Raises:
+        ValueError: naming `where`, for labels that are not among `names`.
+    """
+    index = {name: i for i, name in enumerate(names)}
+    labels = list(labels)
+    unknown = sorted(set(labels) - set(index))
+    if unknown:
+        raise ValueError(f"{where}: labels {unknown} are not among the run's labels {list(names)}.")
+    return [index[label] for label in labels]

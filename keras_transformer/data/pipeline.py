@@ -1,6 +1,7 @@
-"""``tf.data`` pipelines from sentence pairs to padded, token-budgeted batches.
+"""``tf.data`` pipelines from text to padded, token-budgeted batches, for each task.
 
-Every element is ``(features, labels)``::
+Translation (``make_training_dataset``, ``make_eval_dataset``): every element is
+``(features, labels)``::
 
     features = {"encoder_tokens": int32 (B, S), "decoder_tokens": int32 (B, T)}
     labels   = int32 (B, T)
@@ -19,6 +20,18 @@ label row always ends in EOS. Tokenization runs in the TF graph.
 Token budget: in a training batch, ``B * max(S, T) <= token_budget``, where
 S and T are the padded widths of that batch. Each length bucket gets batch size
 ``token_budget // (longest example the bucket admits)``.
+
+Language model (``make_lm_training_dataset``, ``make_lm_eval_dataset``): every
+element is ``(tokens, labels)``, int32 (B, T) both: ``BOS y_1 .. y_n`` and
+``y_1 .. y_n EOS`` (the target side of a translation pair), text truncated to
+``max_length - 1`` ids.
+
+Classifier (``make_classification_training_dataset``,
+``make_classification_eval_dataset``): every element is ``(tokens, labels)``,
+int32 (B, S) text ids (no BOS/EOS, truncated to ``max_length``) and int32 (B,)
+class ids.
+
+The training pipelines of all three bucket by length under the same token budget.
 """
 
 from __future__ import annotations
@@ -219,30 +232,53 @@ def make_training_dataset(
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
         int32 (B, T)}, labels int32 (B, T))``.
     """
-    max_length = max(max_source_length, max_target_length)
-    if bucket_boundaries is None:
-        bucket_boundaries = bucket_boundaries_for(max_length)
-    batch_sizes = bucket_batch_sizes(bucket_boundaries, max_length, token_budget)
-
     dataset = _tokenized(
         sources, targets, source_tokenizer, target_tokenizer,
         max_source_length, max_target_length,
     )
+    dataset = _bucketed(
+        dataset,
+        length=lambda encoder, decoder, labels: tf.maximum(tf.shape(encoder)[0], tf.shape(decoder)[0]),
+        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+        max_length=max(max_source_length, max_target_length),
+        size=len(sources),
+        token_budget=token_budget,
+        bucket_boundaries=bucket_boundaries,
+        shuffle=shuffle,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+        cache=cache,
+    )
+    return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
+
+
+def _bucketed(
+    dataset, length, padding_values, max_length, size, token_budget, bucket_boundaries=None,
+    shuffle=True, shuffle_buffer=None, seed=0, cache=True,
+):
+    """Caches, shuffles and batches tokenized examples by length under a token budget.
+
+    Args:
+        dataset: tokenized examples (tuples of tensors).
+        length: the function of an example's tensors that gives its length.
+        padding_values: one per tensor of an example.
+        max_length: longest example length.
+        size: number of examples (the whole-corpus shuffle buffer).
+        Others: as `make_training_dataset`'s.
+    """
+    if bucket_boundaries is None:
+        bucket_boundaries = bucket_boundaries_for(max_length)
+    batch_sizes = bucket_batch_sizes(bucket_boundaries, max_length, token_budget)
     if cache:
         dataset = dataset.cache(cache if isinstance(cache, str) else "")
     if shuffle:
-        dataset = dataset.shuffle(
-            shuffle_buffer or max(len(sources), 1), seed=seed, reshuffle_each_iteration=True
-        )
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda encoder, decoder, labels: tf.maximum(
-            tf.shape(encoder)[0], tf.shape(decoder)[0]
-        ),
+        dataset = dataset.shuffle(shuffle_buffer or max(size, 1), seed=seed, reshuffle_each_iteration=True)
+    return dataset.bucket_by_sequence_length(
+        element_length_func=length,
         bucket_boundaries=list(bucket_boundaries),
         bucket_batch_sizes=batch_sizes,
-        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+        padding_values=padding_values,
     )
-    return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
 
 
 def make_eval_dataset(
@@ -280,3 +316,123 @@ def make_eval_dataset(
         dataset = dataset.cache()
     dataset = dataset.padded_batch(batch_size, padding_values=(PAD_ID, PAD_ID, PAD_ID))
     return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
+
+
+def _examples(tensors, encode):
+    """Dataset of `encode(batch of tensors)`'s examples, tokenized in batches, in order."""
+    return (
+        tf.data.Dataset.from_tensor_slices(tensors)
+        .batch(_TOKENIZE_BATCH)
+        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch()
+        .map(_identity)  # plain (None,) tensors for padded_batch (see `_tokenized`)
+    )
+
+
+def _lm_examples(texts, tokenizer, max_length):
+    """Dataset of (tokens (T,), labels (T,)) int32 language-model examples, in order."""
+    if max_length < 2:
+        raise ValueError(f"max_length must be >= 2 (BOS or EOS and one id); received {max_length}")
+    strings = tf.constant(list(texts), dtype=tf.string)
+    return _examples(strings, lambda batch: encode_target(tokenizer, batch, max_length))
+
+
+def make_lm_training_dataset(
+    texts: Sequence[str],
+    tokenizer: SubwordTokenizer,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    max_length: int = DEFAULT_MAX_TARGET_LENGTH,
+    shuffle: bool = True,
+    seed: int = 0,
+    cache: bool | str = True,
+) -> tf.data.Dataset:
+    """Token-budgeted, length-bucketed, shuffled language-model batches.
+
+    Args:
+        texts: Training texts, one example each.
+        tokenizer: The run's tokenizer.
+        token_budget: Bound on ``B * T`` per batch (padded width).
+        max_length: Most ids per row (BOS or EOS included).
+        shuffle: Shuffle examples before bucketing (reshuffled each epoch).
+        seed: Shuffle seed.
+        cache: As `make_training_dataset`'s.
+
+    Returns:
+        A dataset of ``(tokens int32 (B, T), labels int32 (B, T))``.
+    """
+    dataset = _bucketed(
+        _lm_examples(texts, tokenizer, max_length),
+        length=lambda tokens, labels: tf.shape(tokens)[0],
+        padding_values=(PAD_ID, PAD_ID),
+        max_length=max_length, size=len(texts), token_budget=token_budget,
+        shuffle=shuffle, seed=seed, cache=cache,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def make_lm_eval_dataset(
+    texts: Sequence[str],
+    tokenizer: SubwordTokenizer,
+    batch_size: int = 64,
+    max_length: int = DEFAULT_MAX_TARGET_LENGTH,
+) -> tf.data.Dataset:
+    """Fixed-size language-model batches in text order: ``(tokens, labels)`` int32 (B, T)."""
+    dataset = _lm_examples(texts, tokenizer, max_length).cache()
+    return dataset.padded_batch(batch_size, padding_values=(PAD_ID, PAD_ID)).prefetch(tf.data.AUTOTUNE)
+
+
+def _classification_examples(texts, class_ids, tokenizer, max_length):
+    """Dataset of (tokens (S,), label ()) int32 classifier examples, in order."""
+    if len(texts) != len(class_ids):
+        raise ValueError(f"{len(texts)} texts but {len(class_ids)} labels")
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1; received {max_length}")
+    tensors = (tf.constant(list(texts), dtype=tf.string), tf.constant(list(class_ids), dtype=tf.int32))
+    return _examples(tensors, lambda batch, ids: (encode_source(tokenizer, batch, max_length), ids))
+
+
+def make_classification_training_dataset(
+    texts: Sequence[str],
+    class_ids: Sequence[int],
+    tokenizer: SubwordTokenizer,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    max_length: int = DEFAULT_MAX_SOURCE_LENGTH,
+    shuffle: bool = True,
+    seed: int = 0,
+    cache: bool | str = True,
+) -> tf.data.Dataset:
+    """Token-budgeted, length-bucketed, shuffled classifier batches.
+
+    Args:
+        texts: Training texts.
+        class_ids: Their class ids (0 .. C-1).
+        tokenizer: The run's tokenizer.
+        token_budget: Bound on ``B * S`` per batch (padded width).
+        max_length: Most ids per text.
+        shuffle: Shuffle examples before bucketing (reshuffled each epoch).
+        seed: Shuffle seed.
+        cache: As `make_training_dataset`'s.
+
+    Returns:
+        A dataset of ``(tokens int32 (B, S), labels int32 (B,))``.
+    """
+    dataset = _bucketed(
+        _classification_examples(texts, class_ids, tokenizer, max_length),
+        length=lambda tokens, label: tf.shape(tokens)[0],
+        padding_values=(PAD_ID, 0),  # the label is a scalar: nothing of it is padded
+        max_length=max_length, size=len(texts), token_budget=token_budget,
+        shuffle=shuffle, seed=seed, cache=cache,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def make_classification_eval_dataset(
+    texts: Sequence[str],
+    class_ids: Sequence[int],
+    tokenizer: SubwordTokenizer,
+    batch_size: int = 64,
+    max_length: int = DEFAULT_MAX_SOURCE_LENGTH,
+) -> tf.data.Dataset:
+    """Fixed-size classifier batches in text order: ``(tokens (B, S), labels (B,))`` int32."""
+    dataset = _classification_examples(texts, class_ids, tokenizer, max_length).cache()
+    return dataset.padded_batch(batch_size, padding_values=(PAD_ID, 0)).prefetch(tf.data.AUTOTUNE)

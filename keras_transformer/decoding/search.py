@@ -52,7 +52,7 @@ def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
     return tf.nn.log_softmax(logits, axis=-1)
 
 
-def _strip_end(tokens, eos_id):
+def strip_end(tokens, eos_id):
     """Replaces EOS and everything after it by PAD; returns (tokens, lengths)."""
     ended = tf.cumsum(tf.cast(tf.equal(tokens, eos_id), tf.int32), axis=-1) > 0
     tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
@@ -215,7 +215,7 @@ class SequenceSearch:
             (tf.constant(0), current, tokens, finished, scores, self_cache),
             maximum_iterations=length,
         )
-        tokens, lengths = _strip_end(tokens, self.eos_id)
+        tokens, lengths = strip_end(tokens, self.eos_id)
         return {"tokens": tokens, "lengths": lengths, "scores": scores}
 
     # Beam search ---------------------------------------------------------------
@@ -296,5 +296,5 @@ class SequenceSearch:
             maximum_iterations=length,
         )
         finished_tokens, finished_scores = state[4], state[5]
-        tokens, lengths = _strip_end(finished_tokens, self.eos_id)
+        tokens, lengths = strip_end(finished_tokens, self.eos_id)
         return {"tokens": tokens, "lengths": lengths, "scores": finished_scores}

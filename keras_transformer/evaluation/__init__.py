@@ -1,4 +1,6 @@
-"""Floor 3: scoring translations (BLEU, chrF with sacrebleu) of a run folder or an export.
+"""Floor 3: scoring translations (BLEU, chrF with sacrebleu) of a run folder or an export;
+a language model's perplexity and a classifier's accuracy, F1 and confusion matrix (`tasks`,
+`classification`).
 
 `evaluate(translate_fn, sources, references)` translates in fixed, length-sorted
 batches and scores with sacrebleu; `translators` builds the `translate_fn` of a
@@ -15,6 +17,10 @@ _LAZY = {
     "translate_all": "scoring",
     "bleu_tokenizer_for": "scoring",
     "run_translator": "translators",
+    "classification_scores": "classification",
+    "confusion_matrix": "classification",
+    "evaluate_classifier": "tasks",
+    "evaluate_language_model": "tasks",
     "saved_model_translator": "translators",
     "load_saved_model": "translators",
     "resolve_saved_model": "translators",

@@ -1,6 +1,9 @@
-"""`keras-transformer evaluate`: BLEU and chrF of a run folder or an export.
+"""`keras-transformer evaluate`: BLEU and chrF of a translator; perplexity of a language model;
+accuracy, macro-F1 and the confusion matrix of a classifier.
 
     keras-transformer evaluate --run runs/zh-en                   # the test split
+    keras-transformer evaluate --run runs/lm-en --split test      # perplexity (task lm)
+    keras-transformer evaluate --run runs/sentence-type-en        # accuracy, F1 (task classify)
     keras-transformer evaluate --run runs/zh-en --data my.tsv --beam 1
     keras-transformer evaluate --run runs/zh-en --data data/cmn-eng/cmn.txt --src zh --tgt en
     keras-transformer evaluate --run runs/zh-en --source-file test.zh --target-file test.en
@@ -12,6 +15,10 @@ Data are read as `train` reads them (`keras_transformer.data.corpus.add_pair_arg
 two line-aligned files. The hypotheses go to a text file (one per line, in input
 order); evaluating a run's split also writes `evaluation.json` into the run folder,
 with the weights used (kind, epoch, step, validation loss).
+
+A language-model or classifier run (its task is in its config.json) is evaluated on
+a split of its own (`--split`, default test), with `--weights`, `--batch-size` and
+`--limit`; the scores also go to `evaluation.json` (`_evaluate_task`).
 """
 
 import datetime
@@ -142,12 +149,71 @@ def _prepare(args):
     return translate_fn, sources, references, facts
 
 
+def _evaluate_task(args, run_dir):
+    """Evaluates a split of an "lm" or "classify" run; prints the scores, writes evaluation.json."""
+    from keras_transformer.evaluation.tasks import evaluate_classifier
+    from keras_transformer.evaluation.tasks import evaluate_language_model
+
+    for name in ("batch_size", "limit"):
+        _check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    task = run_dir.task()
+    refused = [flag for flag, given in (
+        ("--data", args.data), ("--source-file", args.source_file), ("--src", args.src),
+        ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam),
+        ("--tokenize", args.tokenize), ("--output", args.output),
+    ) if given is not None]
+    if refused:
+        raise ValueError(
+            f"{args.run} is a task {task} run: it is evaluated on a split of its own (--split); "
+            f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} for translation runs."
+        )
+    split = args.split or "test"
+    run = run_dir.load(args.weights)
+    if task == "lm":
+        texts = run_dir.read_texts(split)[: args.limit]
+        if not texts:
+            raise ValueError(f"The {split} split of {args.run} is empty; evaluate another.")
+        scores = evaluate_language_model(run, texts, batch_size=args.batch_size)
+        print(f"perplexity {scores['perplexity']:.3f}, next-token accuracy {scores['token_accuracy']:.4f} "
+              f"({scores['tokens']} tokens of {scores['texts']} texts, {split} split)")
+    else:
+        labels, texts = run_dir.read_labelled(split)
+        labels, texts = labels[: args.limit], texts[: args.limit]
+        if not texts:
+            raise ValueError(f"The {split} split of {args.run} is empty; evaluate another.")
+        scores = evaluate_classifier(run, labels, texts, batch_size=args.batch_size)
+        print(f"accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} "
+              f"({scores['examples']} examples, {split} split)")
+        width = max(len(name) for name in scores["labels"])
+        print(f"confusion matrix (rows: true label, columns: predicted, in the order {scores['labels']}):")
+        for name, row in zip(scores["labels"], scores["confusion_matrix"]):
+            print(f"  {name:>{width}}  " + " ".join(f"{count:6d}" for count in row))
+    weights = run.weights.record(relative_to=args.run)
+    print(f"weights: {weights['kind']} ({weights['path']}, epoch {weights['epoch']}, "
+          f"step {weights['step']}, validation loss {weights['val_loss']})")
+    record = {
+        "task": task,
+        **scores,
+        "split": split,
+        "weights": weights,
+        "limit": args.limit,
+        "batch_size": args.batch_size,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    run_dir.write_evaluation(record)
+    print(f"evaluation: {run_dir.evaluation_path}")
+    sys.stdout.flush()
+    return 0
+
+
 def run(args):
     from keras_transformer import files
     from keras_transformer.evaluation.scoring import bleu_tokenizer_for
     from keras_transformer.evaluation.scoring import evaluate
     from keras_transformer.runs import RunDir
 
+    if args.run and RunDir(args.run).exists() and RunDir(args.run).task() != "translate":
+        return _evaluate_task(args, RunDir(args.run))
     translate_fn, sources, references, facts = _prepare(args)
     tokenize = args.tokenize or bleu_tokenizer_for(facts["target_language"])
     if facts.get("split"):

@@ -1,4 +1,5 @@
-"""Floor 3: the exported translator (`TranslationModule`) and the versioned writer.
+"""Floor 3: the exported modules (`TranslationModule`, `ClassificationModule`, ...) and
+the versioned writer.
 
 Names load lazily, so that `keras-transformer export --help` imports no TensorFlow.
 """
@@ -6,6 +7,9 @@ Names load lazily, so that `keras-transformer export --help` imports no TensorFl
 from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
+    "ClassificationModule": "module",
+    "ExportModule": "module",
+    "LanguageModelModule": "module",
     "TranslationModule": "module",
     "check_model_name": "writer",
     "write_export": "writer",

@@ -1,7 +1,10 @@
 """`keras-transformer export`: a run folder → `export/<name>/<version>/` for TF Serving.
 
-The run's best weights are exported unless `--weights` says otherwise; the manifest
-records which (kind, file, epoch, step, validation loss).
+The run's task (its config.json) chooses what is exported: a translator
+(`TranslationModule`), a language model (`LanguageModelModule`) or a classifier
+(`ClassificationModule`). The run's best weights are exported unless `--weights`
+says otherwise; the manifest records the task and which weights (kind, file,
+epoch, step, validation loss).
 """
 
 from keras_transformer.runs import add_weights_argument
@@ -14,13 +17,20 @@ def add_arguments(parser):
     parser.add_argument("--base", default="export", help="TF Serving base path (default: export)")
     parser.add_argument("--version", type=int, default=None,
                         help="version number (default: one above the latest)")
-    parser.add_argument("--beam", type=int, default=4, help="beam width; 1 = greedy (default: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length-penalty exponent")
+    parser.add_argument("--beam", type=int, default=4,
+                        help="translator: beam width; 1 = greedy (default: 4)")
+    parser.add_argument("--alpha", type=float, default=0.6,
+                        help="translator: length-penalty exponent")
     parser.add_argument("--max-length", type=int, default=None,
-                        help="cap on output subwords (default: the model's max_length)")
+                        help="translator: cap on output subwords; language model: cap on "
+                             "prompt and new subwords together (default: the model's "
+                             "max_length)")
+    parser.add_argument("--max-new-tokens", type=int, default=32,
+                        help="language model: new subwords of the greedy serving_default "
+                             "signature (default: 32)")
     parser.add_argument("--xla", action="store_true",
-                        help="compile decoding with XLA; TF Serving then needs "
-                             "--xla_cpu_compilation_enabled=true")
+                        help="compile decoding (translator) or generation (language model) "
+                             "with XLA; TF Serving then needs --xla_cpu_compilation_enabled=true")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--no-keras", dest="keras", action="store_false",
                         help="do not write model.keras beside the SavedModel")
@@ -42,14 +52,63 @@ def library_versions():
     }
 
 
+def _translation_export(run, run_folder, beam, alpha, max_length, xla):
+    from keras_transformer.export.module import TranslationModule
+
+    module = TranslationModule(
+        run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
+        beam_width=beam, alpha=alpha, max_output_length=max_length, jit_compile=xla,
+    )
+    test_sources, _ = run.split("test")
+    data = run.config["data"]
+    manifest = {
+        "source_language": data.get("source_language"),
+        "target_language": data.get("target_language"),
+        "source_vocab_size": run.source_tokenizer.vocab_size,
+        "target_vocab_size": run.target_tokenizer.vocab_size,
+        "max_source_length": run.max_source_length,
+        "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla},
+    }
+    return module, test_sources[:4] or ["你好。"], manifest
+
+
+def _language_model_export(run, run_folder, max_length, max_new_tokens, xla):
+    from keras_transformer.export.module import LanguageModelModule
+
+    module = LanguageModelModule(run.model, run.tokenizer, max_length=max_length,
+                                 max_new_tokens=max_new_tokens, jit_compile=xla)
+    manifest = {
+        "language": run.config["data"].get("language"),
+        "vocab_size": run.tokenizer.vocab_size,
+        "max_length": module.max_length,
+        "generation": {"max_new_tokens": module.max_new_tokens, "xla": xla},
+    }
+    return module, run_folder.read_texts("test")[:4] or ["Hello"], manifest
+
+
+def _classifier_export(run, run_folder):
+    from keras_transformer.export.module import ClassificationModule
+
+    module = ClassificationModule(run.model, run.tokenizer, run.labels, run.max_length)
+    _, test_texts = run_folder.read_labelled("test")
+    manifest = {
+        "language": run.config["data"].get("language"),
+        "labels": list(run.labels),
+        "vocab_size": run.tokenizer.vocab_size,
+        "max_length": run.max_length,
+    }
+    return module, test_texts[:4] or ["Hello"], manifest
+
+
 def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
-               max_length=None, xla=False, overwrite=False, keras_file=True, weights=None):
-    """Exports the model of a run folder; returns the version folder's path.
+               max_length=None, xla=False, overwrite=False, keras_file=True, weights=None,
+               max_new_tokens=32):
+    """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
     `weights`: None (the default choice), "best", "last", "average" or a weights file
-    (`RunDir.weights`).
+    (`RunDir.weights`). `beam` and `alpha` concern translators, `max_new_tokens`
+    language models, `max_length` and `xla` both.
     """
-    from keras_transformer.export.module import TranslationModule
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
     from keras_transformer.runs import RunDir
@@ -57,38 +116,35 @@ def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
     check_model_name(name)
     run_folder = RunDir(run_dir)
     run = run_folder.load(weights)
-    module = TranslationModule(
-        run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
-        beam_width=beam, alpha=alpha, max_output_length=max_length, jit_compile=xla,
-    )
-    test_sources, _ = run.split("test")
-    warmup = test_sources[:4] or ["你好。"]
-    evaluation = run_folder.read_evaluation()
-    data = run.config["data"]
+    if run.task == "lm":
+        module, warmup, details = _language_model_export(
+            run, run_folder, max_length, max_new_tokens, xla)
+    elif run.task == "classify":
+        module, warmup, details = _classifier_export(run, run_folder)
+    else:
+        module, warmup, details = _translation_export(run, run_folder, beam, alpha, max_length, xla)
     manifest = {
+        "task": run.task,
         "model": run.config["model"],
         "preset": run.config.get("preset"),
-        "source_language": data.get("source_language"),
-        "target_language": data.get("target_language"),
-        "source_vocab_size": run.source_tokenizer.vocab_size,
-        "target_vocab_size": run.target_tokenizer.vocab_size,
-        "max_source_length": run.max_source_length,
-        "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla},
+        **details,
+        "signatures": sorted(module.signatures()),
         "weights": run.weights.record(relative_to=run_dir),
-        "test_score": evaluation,
+        "test_score": run_folder.read_evaluation(),
         "exported_with": library_versions(),
     }
     return write_export(
         module, base, name, version=version, overwrite=overwrite, warmup_texts=warmup,
         manifest=manifest, keras_model=run.model if keras_file else None,
-        asset_files=list(run_folder.tokenizer_paths(run.config)),
+        asset_files=run_folder.tokenizer_files(run.config),
     )
 
 
 def run(args):
     path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
                       alpha=args.alpha, max_length=args.max_length, xla=args.xla,
-                      overwrite=args.overwrite, keras_file=args.keras, weights=args.weights)
+                      overwrite=args.overwrite, keras_file=args.keras, weights=args.weights,
+                      max_new_tokens=args.max_new_tokens)
     print(f"exported {path}")
     if args.xla:
         print("this export uses XLA: start TF Serving with --xla_cpu_compilation_enabled=true")

@@ -1,25 +1,88 @@
-"""The text-in, text-out translator as a `tf.Module`: what gets exported and served.
+"""What gets exported and served, one `tf.Module` per task: text in, text (or labels) out.
 
-Shape notation: B batch, S source length, K beam width, L output length.
+Shape notation: B batch, S source length, K beam width, L output length, C classes.
 
-Tokenization (SentencePiece through tensorflow-text), the cached beam or greedy
-search and detokenization all run inside the graph, so the same object translates
-in-process (the `translate` command) and, saved, in TensorFlow Serving.
+Tokenization (SentencePiece through tensorflow-text), the model, the cached search
+and detokenization all run inside the graph, so the same object works in-process
+(the `translate` command) and, saved, in TensorFlow Serving.
+
+- `TranslationModule` (task "translate"): translate, n-best, score, tokenize, attention.
+- `LanguageModelModule` (task "lm"): a prompt → its continuation, greedy
+  (serving_default) or sampled with per-row settings (sample).
+- `ClassificationModule` (task "classify"): text → label and probabilities, and a
+  TF Serving classification signature (serialized `tf.Example`s → classes, scores).
 """
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.generation import Generator
 from keras_transformer.decoding.scoring import score_sequences
 from keras_transformer.decoding.search import SequenceSearch
+from keras_transformer.export.writer import WarmupRequest
 from keras_transformer.ops import checks
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+# The feature a classification request's tf.Examples carry the text in.
+TEXT_FEATURE = "text"
 
 
-class TranslationModule(tf.Module):
+def encode_text(tokenizer, text, max_length):
+    """(B,) strings → (B, S) int32 ids, truncated to `max_length` and 0-padded, S >= 1."""
+    ids = tokenizer.tokenize(text)[:, :max_length].to_tensor(default_value=PAD_ID)
+    # Keep one column even for a batch of empty strings, so shapes stay valid.
+    return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+
+
+class ExportModule(tf.Module):
+    """What `write_export` needs of a module: signatures, method names, warmup requests.
+
+    The Keras model stays out of the saved object graph: Keras variables would be
+    saved as wrapper objects apart from the tf.Variables the graph reads, and
+    TF1-style loaders (TF Serving's C++ loader) would restore the wrong ones.
+    `signatures()` tracks the tf.Variables the functions really use.
+
+    Args:
+        model: the Keras model the signatures call.
+        name: the module name.
+    """
+
+    def __init__(self, model, name):
+        super().__init__(name=name)
+        self._setattr_tracking = False
+        self.model = model
+        self._setattr_tracking = True
+
+    def signature_functions(self):
+        """{signature key: concrete function}, serving_default first (each subclass's)."""
+        raise NotImplementedError(f"{type(self).__name__} must define signature_functions()")
+
+    def signatures(self):
+        """The named signatures to export; tracks their variables."""
+        signatures = self.signature_functions()
+        used, seen = [], set()
+        for function in signatures.values():
+            for variable in function.variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    used.append(variable)
+        self.model_variables = used
+        return signatures
+
+    def method_names(self):
+        """{signature key: method name} of signatures that are not predict ones."""
+        return {}
+
+    def warmup_requests(self, texts):
+        """The `WarmupRequest`s replayed before a version serves: serving_default on each text."""
+        return [WarmupRequest("serving_default", inputs={"text": [text]}) for text in texts]
+
+
+class TranslationModule(ExportModule):
     """Translates batches of sentences with a trained model and its tokenizers.
 
     Args:
@@ -49,14 +112,7 @@ class TranslationModule(tf.Module):
         max_output_length=None,
         jit_compile=False,
     ):
-        super().__init__(name="translator")
-        # The Keras model stays out of the saved object graph: Keras variables would
-        # be saved as wrapper objects apart from the tf.Variables the graph reads,
-        # and TF1-style loaders (TF Serving's C++ loader) would restore the wrong
-        # ones. `signatures()` tracks the tf.Variables the functions really use.
-        self._setattr_tracking = False
-        self.model = model
-        self._setattr_tracking = True
+        super().__init__(model, name="translator")
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_source_length = checks.check_positive_int("max_source_length", max_source_length)
@@ -74,10 +130,7 @@ class TranslationModule(tf.Module):
 
     def encode_text(self, text):
         """(B,) strings → (B, S) int32 source ids, truncated and 0-padded, S >= 1."""
-        ids = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
-        ids = ids.to_tensor(default_value=PAD_ID)
-        # Keep one column even for a batch of empty strings, so shapes stay valid.
-        return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+        return encode_text(self.source_tokenizer, text, self.max_source_length)
 
     def _n_best(self, text):
         source = self.encode_text(text)
@@ -184,20 +237,198 @@ class TranslationModule(tf.Module):
             "cross_attention": maps["cross"],
         }
 
-    def signatures(self):
-        """The named signatures to export (serving_default first); tracks their variables."""
-        signatures = {
+    def signature_functions(self):
+        return {
             "serving_default": self.translate.get_concrete_function(),
             "translate_n_best": self.translate_n_best.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
             "attention": self.attention.get_concrete_function(),
         }
-        used, seen = [], set()
-        for function in signatures.values():
-            for variable in function.variables:
-                if id(variable) not in seen:
-                    seen.add(id(variable))
-                    used.append(variable)
-        self.model_variables = used
-        return signatures
+
+
+def _row_spec(dtype, name):
+    return tf.TensorSpec([None], dtype, name=name)
+
+
+class LanguageModelModule(ExportModule):
+    """Continues prompts with a trained language model and its tokenizer.
+
+    The model reads BOS + text (as it was trained); a prompt too long to leave room
+    for its new subwords keeps its last ones, so the continuation follows the end
+    of the text. The continuation comes back as text that can be appended
+    to the prompt as it is: it starts with a space when the next word is a new one.
+
+    Signatures:
+        serving_default: text (B,) → generation (B,) strings, greedy, at most
+            `max_new_tokens` new subwords.
+        sample: text (B,), temperature (B,) float32 (0: greedy), top_k (B,) int32
+            (0: off), top_p (B,) float32 (1: off), seed (B,) int64 (the same seed
+            gives the same text), max_new_tokens (B,) int32 → generation (B,).
+
+    Args:
+        model: a `LanguageModel` (`keras_transformer.build_language_model`).
+        tokenizer: the `SubwordTokenizer` it was trained with.
+        max_length: cap on prompt and new subwords together (default: the model's).
+        max_new_tokens: new subwords of serving_default.
+        jit_compile: compile the generation loop with XLA (stock TF Serving then
+            needs `--xla_cpu_compilation_enabled=true`).
+
+    Example:
+        >>> module = LanguageModelModule(model, tokenizer, max_new_tokens=20)
+        >>> module.sample(tf.constant(["Tom is"]), [0.8], [40], [0.95], [1], [20])["generation"]
+    """
+
+    def __init__(self, model, tokenizer, max_length=None, max_new_tokens=32, jit_compile=False):
+        super().__init__(model, name="language_model")
+        self.tokenizer = tokenizer
+        self.generator = Generator(model, max_length=max_length, jit_compile=jit_compile)
+        self.max_length = self.generator.max_length
+        if self.max_length < 3:
+            raise ValueError(f"`max_length` must leave room for BOS, a subword and a new one; "
+                             f"received {self.max_length}.")
+        self.max_new_tokens = checks.check_positive_int("max_new_tokens", max_new_tokens)
+
+    def encode_prompt(self, text, max_new_tokens):
+        """(B,) strings → (B, P) int32 ids: BOS + the text's last subwords, 0-padded.
+
+        A row keeps at most `max_length - 1 - max_new_tokens` subwords (at least
+        one), so that its new tokens fit.
+        """
+        ids = self.tokenizer.tokenize(text)
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        keep = tf.clip_by_value(self.max_length - 1 - max_new_tokens, 1, self.max_length - 2)
+        ids = tf.gather(ids, tf.ragged.range(tf.maximum(lengths - keep, 0), lengths),
+                        batch_dims=1)
+        bos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(text)[0], 1], BOS_ID))
+        return tf.concat([bos, ids], axis=1).to_tensor(default_value=PAD_ID)
+
+    def continue_text(self, text, temperature, top_k, top_p, seed, max_new_tokens):
+        """The continuations (B,) of the prompts `text` (B,), one setting a row."""
+        rows = tf.shape(text)
+        checks_ = [
+            tf.debugging.assert_equal(
+                tf.shape(value), rows,
+                message=f"{name} takes one value per text (as many as 'text' has)")
+            for name, value in (("temperature", temperature), ("top_k", top_k),
+                                ("top_p", top_p), ("seed", seed),
+                                ("max_new_tokens", max_new_tokens))]
+        with tf.control_dependencies(checks_):
+            prompt = self.encode_prompt(text, max_new_tokens)
+        new = self.generator.generate(prompt, max_new_tokens=max_new_tokens,
+                                      temperature=temperature, top_k=top_k, top_p=top_p,
+                                      seed=seed)["tokens"]
+        # Detokenized together, the prompt's text is a prefix of the whole, and what
+        # follows it keeps the space a word-start subword stands for.
+        whole = self.tokenizer.detokenize(tf.concat([prompt, new], axis=1))
+        before = self.tokenizer.detokenize(prompt)
+        length = tf.strings.length(before)
+        prefixed = tf.equal(tf.strings.substr(whole, tf.zeros_like(length), length), before)
+        rest = tf.strings.length(whole) - length
+        return tf.where(prefixed, tf.strings.substr(whole, length, tf.maximum(rest, 0)),
+                        self.tokenizer.detokenize(new))
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def generate(self, text):
+        """text (B,) → generation (B,): the greedy continuation."""
+        rows = tf.shape(text)
+        return {"generation": self.continue_text(
+            text, tf.zeros(rows, tf.float32), tf.zeros(rows, tf.int32), tf.ones(rows, tf.float32),
+            tf.zeros(rows, tf.int64), tf.fill(rows, self.max_new_tokens))}
+
+    @tf.function(input_signature=[
+        TEXT_SPEC, _row_spec(tf.float32, "temperature"), _row_spec(tf.int32, "top_k"),
+        _row_spec(tf.float32, "top_p"), _row_spec(tf.int64, "seed"),
+        _row_spec(tf.int32, "max_new_tokens")])
+    def sample(self, text, temperature, top_k, top_p, seed, max_new_tokens):
+        """text and one setting per row (B,) → generation (B,): a sampled continuation."""
+        return {"generation": self.continue_text(
+            text, temperature, top_k, top_p, seed, max_new_tokens)}
+
+    def signature_functions(self):
+        return {
+            "serving_default": self.generate.get_concrete_function(),
+            "sample": self.sample.get_concrete_function(),
+        }
+
+    def warmup_requests(self, texts):
+        # The signature's dtypes: a plain list of ints would be sent as int32.
+        settings = {"temperature": np.array([0.8], np.float32),
+                    "top_k": np.array([40], np.int32), "top_p": np.array([0.95], np.float32),
+                    "seed": np.array([1], np.int64),
+                    "max_new_tokens": np.array([self.max_new_tokens], np.int32)}
+        return super().warmup_requests(texts) + [
+            WarmupRequest("sample", inputs={"text": [text], **settings}) for text in texts]
+
+
+class ClassificationModule(ExportModule):
+    """Classifies texts with a trained classifier and its tokenizer.
+
+    Signatures:
+        serving_default: text (B,) → label (B,) strings, probabilities (B, C) float32.
+        classify: TF Serving's classification signature (method
+            tensorflow/serving/classify): inputs (B,) serialized `tf.Example`s with
+            a bytes feature "text" → classes (B, C) strings, scores (B, C) float32,
+            for REST `:classify` and gRPC `Classify`.
+
+    Args:
+        model: a Keras model, `tokens` (B, S) int32 (0 = padding) → logits (B, C).
+        tokenizer: the `SubwordTokenizer` it was trained with.
+        labels: the C class names, in the order of the logits.
+        max_length: longer inputs are truncated to this many subwords.
+
+    Example:
+        >>> module = ClassificationModule(model, tokenizer, ["question", "statement"], 64)
+        >>> module.classify_text(tf.constant(["Who are you?"]))["label"]
+    """
+
+    def __init__(self, model, tokenizer, labels, max_length):
+        super().__init__(model, name="classifier")
+        labels = [str(label) for label in labels]
+        if not labels or len(set(labels)) != len(labels):
+            raise ValueError(f"`labels` must be distinct class names; received {labels!r}.")
+        self.tokenizer = tokenizer
+        self.labels = labels
+        self.max_length = checks.check_positive_int("max_length", max_length)
+
+    def probabilities(self, text):
+        """(B,) strings → (B, C) float32 class probabilities.
+
+        A text with no token (empty, or only spaces) says nothing about its class:
+        every class gets 1 / C, not what the model makes of padding alone.
+        """
+        ids = encode_text(self.tokenizer, text, self.max_length)
+        logits = tf.cast(self.model(ids, training=False), tf.float32)
+        empty = tf.reduce_all(tf.equal(ids, PAD_ID), axis=1, keepdims=True)
+        return tf.where(empty, 1.0 / len(self.labels), tf.nn.softmax(logits, axis=-1))
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def classify_text(self, text):
+        """text (B,) → label (B,) strings (the likeliest class), probabilities (B, C)."""
+        probabilities = self.probabilities(text)
+        label = tf.gather(tf.constant(self.labels), tf.argmax(probabilities, axis=-1))
+        return {"label": label, "probabilities": probabilities}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def classify_examples(self, inputs):
+        """inputs (B,) serialized tf.Examples → classes (B, C) strings, scores (B, C)."""
+        # No default: an example without the feature fails with TensorFlow's
+        # "Feature: text ... is required but could not be found", which names it.
+        features = tf.io.parse_example(
+            inputs, {TEXT_FEATURE: tf.io.FixedLenFeature([], tf.string)})
+        scores = self.probabilities(features[TEXT_FEATURE])
+        classes = tf.tile(tf.constant([self.labels]), [tf.shape(scores)[0], 1])
+        return {"classes": classes, "scores": scores}
+
+    def signature_functions(self):
+        return {
+            "serving_default": self.classify_text.get_concrete_function(),
+            "classify": self.classify_examples.get_concrete_function(),
+        }
+
+    def method_names(self):
+        return {"classify": CLASSIFY_METHOD}
+
+    def warmup_requests(self, texts):
+        return super().warmup_requests(texts) + [
+            WarmupRequest("classify", classify_texts=[text]) for text in texts]

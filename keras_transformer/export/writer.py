@@ -1,4 +1,5 @@
-"""Writes a `TranslationModule` as a versioned SavedModel that TF Serving loads.
+"""Writes an export module (`TranslationModule`, `ClassificationModule`, ...) as a
+versioned SavedModel that TF Serving loads.
 
 Layout of `<base>/<name>/<version>/`:
     saved_model.pb, variables/       the graph and weights (tag "serve")
@@ -12,6 +13,7 @@ TF Serving and our server ignore non-integer children, so a half-written (or
 killed) export is never loaded.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -39,22 +41,76 @@ def check_model_name(name):
     return name
 
 
-def write_warmup_requests(path, model_name, texts, signature_name="serving_default"):
-    """Writes one PredictRequest per text as TF Serving's warmup TFRecord file."""
+@dataclasses.dataclass(frozen=True)
+class WarmupRequest:
+    """One request TF Serving replays before a version serves.
+
+    Attributes:
+        signature_name: the signature it calls.
+        inputs: for a Predict request, {input name: one value per row}.
+        classify_texts: for a Classify request instead, the texts sent as
+            `tf.Example`s with a "text" bytes feature.
+    """
+
+    signature_name: str
+    inputs: dict | None = None
+    classify_texts: list | None = None
+
+
+def write_warmup_requests(path, model_name, requests):
+    """Writes `WarmupRequest`s as TF Serving's warmup file (TFRecord of PredictionLogs)."""
+    from tensorflow_serving.apis import classification_pb2
     from tensorflow_serving.apis import model_pb2
     from tensorflow_serving.apis import predict_pb2
     from tensorflow_serving.apis import prediction_log_pb2
 
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for text in texts:
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
-            )
-            request.inputs["text"].CopyFrom(tf.make_tensor_proto([text], dtype=tf.string))
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            )
+        for entry in requests:
+            spec = model_pb2.ModelSpec(name=model_name, signature_name=entry.signature_name)
+            if entry.classify_texts is not None:
+                request = classification_pb2.ClassificationRequest(model_spec=spec)
+                for text in entry.classify_texts:
+                    feature = request.input.example_list.examples.add().features.feature["text"]
+                    feature.bytes_list.value.append(text.encode("utf-8"))
+                log = prediction_log_pb2.PredictionLog(
+                    classify_log=prediction_log_pb2.ClassifyLog(request=request))
+            else:
+                request = predict_pb2.PredictRequest(model_spec=spec)
+                for name, values in entry.inputs.items():
+                    dtype = tf.string if isinstance(values[0], str) else None
+                    request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtype))
+                log = prediction_log_pb2.PredictionLog(
+                    predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())
+
+
+def set_method_names(export_dir, method_names):
+    """Gives signatures a method name other than predict, in saved_model.pb.
+
+    `tf.saved_model.save` writes every SignatureDef with the predict method;
+    TF Serving's Classify API (with --enable_signature_method_name_check, and
+    any client that reads the metadata) wants "tensorflow/serving/classify".
+    The graph, the functions and the TF2 loader do not depend on it.
+
+    Args:
+        export_dir: a SavedModel folder.
+        method_names: dict {signature key: method name}.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    if not method_names:
+        return
+    path = os.path.join(export_dir, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with open(path, "rb") as file:
+        saved_model.ParseFromString(file.read())
+    for meta_graph in saved_model.meta_graphs:
+        for key, method in method_names.items():
+            if key not in meta_graph.signature_def:
+                raise KeyError(f"No signature {key!r} in {export_dir}")
+            meta_graph.signature_def[key].method_name = method
+    with open(path, "wb") as file:
+        file.write(saved_model.SerializeToString())
 
 
 def _remove_abandoned_temporaries(model_base):
@@ -94,12 +150,13 @@ def write_export(
     """Saves `module` as `<base_path>/<name>/<version>/`, atomically.
 
     Args:
-        module: a `TranslationModule` (anything with `signatures()`).
+        module: an `ExportModule` (`signatures()`, `method_names()`, `warmup_requests()`).
         base_path: the TF Serving base path, e.g. "export".
         name: the model name, a plain identifier.
         version: integer version; default one above the latest present.
         overwrite: replace an existing version (otherwise `FileExistsError`).
-        warmup_texts: sentences replayed by TF Serving before the version serves.
+        warmup_texts: sentences replayed by TF Serving before the version serves
+            (through the module's `warmup_requests`).
         manifest: JSON-serialisable dict written as manifest.json.
         keras_model: optional Keras model saved as model.keras.
         asset_files: files copied into assets/ (the tokenizer models).
@@ -123,6 +180,7 @@ def write_export(
     temporary = os.path.join(model_base, f"{_TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         tf.saved_model.save(module, temporary, signatures=module.signatures())
+        set_method_names(temporary, module.method_names())
         assets = os.path.join(temporary, "assets")
         os.makedirs(assets, exist_ok=True)
         for path in asset_files:
@@ -130,7 +188,8 @@ def write_export(
         extra = os.path.join(temporary, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         if warmup_texts:
-            write_warmup_requests(os.path.join(extra, WARMUP_FILE), name, list(warmup_texts))
+            write_warmup_requests(os.path.join(extra, WARMUP_FILE), name,
+                                  module.warmup_requests(list(warmup_texts)))
         with open(os.path.join(temporary, MANIFEST_FILE), "w", encoding="utf-8") as file:
             json.dump({"name": name, "version": version, **(manifest or {})}, file,
                       indent=2, ensure_ascii=False)

@@ -1,5 +1,6 @@
 """The decoder block: causal self-attention → add & norm → cross-attention → add &
-norm → feed-forward → add & norm.
+norm → feed-forward → add & norm; without the cross-attention, the block of a
+decoder-only language model.
 
 Shape notation: B batch, T target length, S source length, M model width, H heads,
 D head size, L cache length.
@@ -11,6 +12,7 @@ from keras import ops
 
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.ops import checks
+from keras_transformer.ops.masks import resolve_padding_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,38 +21,60 @@ class DecoderBlock(TransformerBlock):
 
     The self-attention is causal: position i sees only positions <= i. The
     cross-attention attends to the encoder's output. Takes the arguments of
-    `TransformerBlock`.
+    `TransformerBlock`, and:
+
+    Args:
+        cross_attention: False builds the block without cross-attention (causal
+            self-attention → add & norm → feed-forward → add & norm), the block of a
+            decoder-only (GPT-style) language model; it then takes no encoder
+            arguments.
 
     Call arguments:
         inputs: (B, T, M) target-side stream.
         encoder_outputs: (B, S, M) encoder output; may be None when
             `cross_attention_cache` holds its projected keys and values.
-        decoder_padding_mask: optional (B, T) booleans, True for real tokens.
+        decoder_padding_mask: optional (B, T) booleans, True for real tokens. When
+            absent, the Keras mask carried by `inputs` (e.g. from
+            `Embedding(mask_zero=True)`) is used.
         encoder_padding_mask: optional (B, S) booleans, True for real tokens.
         self_attention_cache: optional (B, 2, H, L, D) cache, written at `cache_index`.
         cross_attention_cache: optional (B, 2, H, S, D) keys and values of the
             encoder output, from `compute_cross_attention_cache`.
         cache_index: position of `inputs[:, 0]` when decoding with a cache.
         return_attention_scores: also return the self-attention (B, H, T, L or T)
-            and cross-attention (B, H, T, S) weights.
+            and cross-attention (B, H, T, S) weights (the self-attention weights
+            alone without cross-attention).
         training: whether dropout is active.
 
     Returns:
-        outputs (B, T, M); then `(self_weights, cross_weights)` if asked; then the
-        updated self-attention cache if one was given.
+        outputs (B, T, M); then `(self_weights, cross_weights)` (or `self_weights`)
+        if asked; then the updated self-attention cache if one was given.
+
+    Example:
+        >>> block = DecoderBlock(num_heads=2, inner_dim=64, cross_attention=False)
+        >>> block(keras.ops.ones((2, 5, 32))).shape
+        (2, 5, 32)
     """
+
+    def __init__(self, num_heads, inner_dim, cross_attention=True, **kwargs):
+        super().__init__(num_heads, inner_dim, **kwargs)
+        # `self.cross_attention` names the sub-layer, hence another attribute name.
+        self.has_cross_attention = bool(cross_attention)
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
         checks.check_rank("inputs", inputs_shape, 3)
-        if encoder_outputs_shape is None:
-            encoder_outputs_shape = inputs_shape
-        checks.check_rank("encoder_outputs", encoder_outputs_shape, 3)
         self.self_attention = self._make_attention("self_attention", inputs_shape, causal=True)
         self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
-        self.cross_attention = self._make_attention(
-            "cross_attention", inputs_shape, context_shape=encoder_outputs_shape
-        )
-        self.cross_attention_norm = self._make_norm("cross_attention_norm", inputs_shape)
+        if self.has_cross_attention:
+            if encoder_outputs_shape is None:
+                encoder_outputs_shape = inputs_shape
+            checks.check_rank("encoder_outputs", encoder_outputs_shape, 3)
+            self.cross_attention = self._make_attention(
+                "cross_attention", inputs_shape, context_shape=encoder_outputs_shape
+            )
+            self.cross_attention_norm = self._make_norm("cross_attention_norm", inputs_shape)
+        else:
+            self.cross_attention = self.cross_attention_norm = None
         self.feed_forward = self._make_feed_forward(inputs_shape)
         self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)
         self.dropout_layer = self._make_dropout()
@@ -58,6 +82,7 @@ class DecoderBlock(TransformerBlock):
 
     def compute_cross_attention_cache(self, encoder_outputs):
         """Projects the encoder output once: (B, S, M) → (B, 2, H, S, D)."""
+        self._check_cross_attention("compute_cross_attention_cache")
         return self.cross_attention.compute_key_value(encoder_outputs)
 
     def decoding_weights(self):
@@ -65,7 +90,10 @@ class DecoderBlock(TransformerBlock):
         attentions' `decoding_weights`, the norms' scales and offsets and the
         feed-forward kernels (a step then reads no variable)."""
         norms = {}
-        for name in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm"):
+        names = ("self_attention_norm", "feed_forward_norm")
+        if self.has_cross_attention:
+            names += ("cross_attention_norm",)
+        for name in names:
             norm = getattr(self, name)
             norms[name] = tuple(
                 None if w is None else tf.identity(w) for w in (norm.gamma, norm.beta)
@@ -77,7 +105,9 @@ class DecoderBlock(TransformerBlock):
             feed_forward.append((kernel, bias, dense.activation))
         return {
             "self_attention": self.self_attention.decoding_weights(),
-            "cross_attention": self.cross_attention.decoding_weights(),
+            "cross_attention": (
+                self.cross_attention.decoding_weights() if self.has_cross_attention else None
+            ),
             "norms": norms,
             "feed_forward": feed_forward,
         }
@@ -91,11 +121,12 @@ class DecoderBlock(TransformerBlock):
             write_cache: function that takes this step's keys and values
                 (B, 2, H, 1, D), writes them into this block's self-attention cache
                 and returns the cache's keys and values, each (B, H, L, D).
-            cross_cache: (keys, values) of the encoder output, each (B, H, S, D).
+            cross_cache: (keys, values) of the encoder output, each (B, H, S, D);
+                None without cross-attention.
             self_mask: booleans broadcastable to (B, H, 1, L), True for the cache
                 positions this step sees (`cache_token_mask`).
             cross_mask: booleans broadcastable to (B, H, 1, S), True for real source
-                tokens.
+                tokens; None without cross-attention.
 
         Returns:
             (B, M) outputs.
@@ -132,14 +163,15 @@ class DecoderBlock(TransformerBlock):
         attended = attention.attend_token(query, keys, values, self_mask, weights["self_attention"])
         x = add_and_norm(x, attended, "self_attention_norm")
 
-        attention = self.cross_attention
-        query, _ = attention.project_token(
-            sublayer_input(x, "cross_attention_norm"), weights["cross_attention"]
-        )
-        attended = attention.attend_token(
-            query, *cross_cache, cross_mask, weights["cross_attention"]
-        )
-        x = add_and_norm(x, attended, "cross_attention_norm")
+        if self.has_cross_attention:
+            attention = self.cross_attention
+            query, _ = attention.project_token(
+                sublayer_input(x, "cross_attention_norm"), weights["cross_attention"]
+            )
+            attended = attention.attend_token(
+                query, *cross_cache, cross_mask, weights["cross_attention"]
+            )
+            x = add_and_norm(x, attended, "cross_attention_norm")
 
         transformed = sublayer_input(x, "feed_forward_norm")
         for kernel, bias, activation in weights["feed_forward"]:  # FeedForward's two Dense
@@ -160,7 +192,13 @@ class DecoderBlock(TransformerBlock):
         cache_index=None,
         return_attention_scores=False,
         training=None,
+        mask=None,
     ):
+        if not self.has_cross_attention and (
+            encoder_outputs is not None or cross_attention_cache is not None
+        ):
+            self._check_cross_attention("encoder_outputs or cross_attention_cache")
+        decoder_padding_mask = resolve_padding_mask(decoder_padding_mask, mask)
         self_results = self.self_attention(
             self._sublayer_input(inputs, self.self_attention_norm),
             query_padding_mask=decoder_padding_mask,
@@ -172,16 +210,19 @@ class DecoderBlock(TransformerBlock):
         attended, self_weights = self_results[0], self_results[1]
         x = self._add_and_norm(inputs, attended, self.self_attention_norm, training)
 
-        attended, cross_weights = self.cross_attention(
-            self._sublayer_input(x, self.cross_attention_norm),
-            context=encoder_outputs if cross_attention_cache is None else None,
-            query_padding_mask=decoder_padding_mask,
-            context_padding_mask=encoder_padding_mask,
-            cache=cross_attention_cache,
-            return_attention_scores=True,
-            training=training,
-        )[:2]
-        x = self._add_and_norm(x, attended, self.cross_attention_norm, training)
+        attention_scores = self_weights
+        if self.has_cross_attention:
+            attended, cross_weights = self.cross_attention(
+                self._sublayer_input(x, self.cross_attention_norm),
+                context=encoder_outputs if cross_attention_cache is None else None,
+                query_padding_mask=decoder_padding_mask,
+                context_padding_mask=encoder_padding_mask,
+                cache=cross_attention_cache,
+                return_attention_scores=True,
+                training=training,
+            )[:2]
+            x = self._add_and_norm(x, attended, self.cross_attention_norm, training)
+            attention_scores = (self_weights, cross_weights)
 
         transformed = self.feed_forward(
             self._sublayer_input(x, self.feed_forward_norm), training=training
@@ -189,7 +230,7 @@ class DecoderBlock(TransformerBlock):
         outputs = self._add_and_norm(x, transformed, self.feed_forward_norm, training)
         results = [outputs]
         if return_attention_scores:
-            results.append((self_weights, cross_weights))
+            results.append(attention_scores)
         if self_attention_cache is not None:
             results.append(self_results[2])
         return results[0] if len(results) == 1 else tuple(results)
@@ -208,6 +249,7 @@ class DecoderBlock(TransformerBlock):
         cache_index=None,
         return_attention_scores=False,
         training=None,
+        mask=None,
     ):
         # Spelled out, as `call` returns one to three results depending on its arguments.
         results = [keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)]
@@ -216,11 +258,26 @@ class DecoderBlock(TransformerBlock):
                 inputs, cache=self_attention_cache, cache_index=cache_index,
                 return_attention_scores=True,
             )
-            cross_spec = self.cross_attention.compute_output_spec(
-                inputs, context=encoder_outputs, cache=cross_attention_cache,
-                return_attention_scores=True,
-            )
-            results.append((self_spec[1], cross_spec[1]))
+            if self.has_cross_attention:
+                cross_spec = self.cross_attention.compute_output_spec(
+                    inputs, context=encoder_outputs, cache=cross_attention_cache,
+                    return_attention_scores=True,
+                )
+                results.append((self_spec[1], cross_spec[1]))
+            else:
+                results.append(self_spec[1])
         if self_attention_cache is not None:
             results.append(keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype))
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _check_cross_attention(self, what):
+        if not self.has_cross_attention:
+            raise ValueError(
+                f"{what} needs a block with cross-attention; this DecoderBlock was built "
+                "with `cross_attention=False` (a decoder-only block takes no encoder inputs)."
+            )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"cross_attention": self.has_cross_attention})
+        return config

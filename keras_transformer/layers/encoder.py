@@ -7,6 +7,7 @@ import keras
 
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.ops import checks
+from keras_transformer.ops.masks import resolve_padding_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,7 +20,9 @@ class EncoderBlock(TransformerBlock):
 
     Call arguments:
         inputs: (B, S, M).
-        padding_mask: optional (B, S) booleans, True for real tokens.
+        padding_mask: optional (B, S) booleans, True for real tokens. When absent,
+            the Keras mask carried by `inputs` (e.g. from
+            `Embedding(mask_zero=True)`) is used.
         return_attention_scores: also return the (B, H, S, S) self-attention weights.
         training: whether dropout is active.
 
@@ -41,7 +44,10 @@ class EncoderBlock(TransformerBlock):
         self.dropout_layer = self._make_dropout()
         self.built = True
 
-    def call(self, inputs, padding_mask=None, return_attention_scores=False, training=None):
+    def call(
+        self, inputs, padding_mask=None, return_attention_scores=False, training=None, mask=None
+    ):
+        padding_mask = resolve_padding_mask(padding_mask, mask)
         attended, weights = self.self_attention(
             self._sublayer_input(inputs, self.self_attention_norm),
             query_padding_mask=padding_mask,
@@ -59,7 +65,7 @@ class EncoderBlock(TransformerBlock):
         return tuple(inputs_shape)
 
     def compute_output_spec(
-        self, inputs, padding_mask=None, return_attention_scores=False, training=None
+        self, inputs, padding_mask=None, return_attention_scores=False, training=None, mask=None
     ):
         outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)
         if not return_attention_scores:

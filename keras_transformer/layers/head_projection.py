@@ -70,6 +70,8 @@ class HeadProjection(keras.layers.Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        # Keeps the (B, T) axes, so a Keras mask on the input stays valid.
+        self.supports_masking = True
 
     def build(self, inputs_shape):
         if self.direction == "split":

@@ -7,6 +7,10 @@ nor TensorFlow, and the command line reads it before deciding to load them.
 from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
+    "LanguageModel": "language_model",
+    "build_language_model": "language_model",
+    "TextClassifier": "classifier",
+    "build_classifier": "classifier",
     "PRESETS": "config",
     "TransformerConfig": "config",
     "preset": "config",

@@ -14,11 +14,15 @@ from keras_transformer.layers.decoder import DecoderBlock
 from keras_transformer.layers.encoder import EncoderBlock
 from keras_transformer.layers.padding_mask import PaddingMask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.models.assembly import block_options
+from keras_transformer.models.assembly import float32_logits
+from keras_transformer.models.assembly import output_norm
+from keras_transformer.models.assembly import resolve_config
+from keras_transformer.models.assembly import token_embedding
 from keras_transformer.models.config import TransformerConfig
-from keras_transformer.models.config import preset
-from keras_transformer.ops.cache import position_offset
-from keras_transformer.ops.cache import search_cache_indices
-from keras_transformer.ops.cache import write_search_cache
+from keras_transformer.models.incremental import DecoderStack
+from keras_transformer.models.incremental import decode_token
+from keras_transformer.models.incremental import start_decoder
 
 
 @dataclasses.dataclass
@@ -41,26 +45,21 @@ class TransformerLayers:
 
 
 def _make_layers(config):
-    source_embedding = keras.layers.ReversibleEmbedding(
+    source_embedding = token_embedding(
+        config,
         config.source_vocab_size,
-        config.d_model,
         # Only a shared embedding is also the output projection; a source-only one is
         # never reversed and must not carry an unused projection matrix.
         tie_weights=config.tie_output_embedding or not config.share_vocabulary,
-        # The paper's N(0, M^-1/2) initialisation pairs with the √M input scaling.
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=config.d_model**-0.5),
         name="shared_embedding" if config.share_vocabulary else "source_embedding",
     )
     if config.share_vocabulary:
         target_embedding = source_embedding
     else:
-        target_embedding = keras.layers.ReversibleEmbedding(
+        target_embedding = token_embedding(
+            config,
             config.target_vocab_size,
-            config.d_model,
             tie_weights=config.tie_output_embedding,
-            embeddings_initializer=keras.initializers.RandomNormal(
-                stddev=config.d_model**-0.5
-            ),
             name="target_embedding",
         )
 
@@ -68,25 +67,6 @@ def _make_layers(config):
         return PositionalEncoding(
             max_length=config.max_length, kind=config.positional_encoding, name=name
         )
-
-    def block_options(window):
-        return dict(
-            num_heads=config.num_heads,
-            inner_dim=config.d_ff,
-            dropout=config.dropout,
-            attention_dropout=config.attention_dropout,
-            activation_dropout=config.activation_dropout,
-            activation=config.activation,
-            norm_first=config.norm_first,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            window=window,
-            normalize=config.normalize,
-        )
-
-    def output_norm(name):
-        if not config.norm_first:
-            return None
-        return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
 
     return TransformerLayers(
         source_mask=PaddingMask(name="encoder_padding_mask"),
@@ -98,16 +78,16 @@ def _make_layers(config):
         source_dropout=keras.layers.Dropout(config.dropout, name="source_embedding_dropout"),
         target_dropout=keras.layers.Dropout(config.dropout, name="target_embedding_dropout"),
         encoder_blocks=[
-            EncoderBlock(**block_options(window), name=f"encoder_block_{i}")
+            EncoderBlock(**block_options(config, window), name=f"encoder_block_{i}")
             for i, window in enumerate(config.encoder_windows())
         ],
         decoder_blocks=[
-            DecoderBlock(**block_options(window), name=f"decoder_block_{i}")
+            DecoderBlock(**block_options(config, window), name=f"decoder_block_{i}")
             for i, window in enumerate(config.decoder_windows())
         ],
-        encoder_output_norm=output_norm("encoder_output_norm"),
-        decoder_output_norm=output_norm("decoder_output_norm"),
-        logits=keras.layers.Activation("linear", dtype="float32", name="logits"),
+        encoder_output_norm=output_norm(config, "encoder_output_norm"),
+        decoder_output_norm=output_norm(config, "decoder_output_norm"),
+        logits=float32_logits(),
     )
 
 
@@ -269,46 +249,31 @@ class Seq2SeqTransformer(keras.Model):
             caches, one per decoder layer, and a dict of tensors fixed for the search.
         """
         layers = self.transformer_layers
-        blocks = layers.decoder_blocks
         if repeats > 1:
             encoder_outputs, encoder_padding_mask = (
                 tf.repeat(x, repeats, axis=0) for x in (encoder_outputs, encoder_padding_mask)
             )
         batch_size = tf.shape(encoder_outputs)[0]
-        head_dim = self.config.d_model // self.config.num_heads
-        cache = tuple(
-            tf.zeros(
-                (2, batch_size, self.config.num_heads, max_length, head_dim),
-                dtype=block.compute_dtype,
-            )
-            for block in blocks
-        )
+        cache, state = start_decoder(self._decoder_stack(), batch_size, max_length)
         cross_caches = []
-        for block in blocks:
+        for block in layers.decoder_blocks:
             keys_values = block.compute_cross_attention_cache(encoder_outputs)
             cross_caches.append((keys_values[:, 0], keys_values[:, 1]))
-        embedding = layers.target_embedding
-        # ReversibleEmbedding's reverse pass transposes the tied table on every call;
-        # the step multiplies by it transposed instead (`transpose_b`).
-        if embedding.tie_weights:
-            output_kernel = tf.identity(embedding.embeddings)  # read here, not per step
-        else:
-            output_kernel = tf.transpose(embedding.reverse_embeddings)  # once: (V, M)
-        if embedding.reverse_dtype is not None:
-            output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
-        positions = layers.target_positions
-        signal = ops.cast(positions.position_signal(max_length), embedding.compute_dtype)
-        state = {
-            "weights": [block.decoding_weights() for block in blocks],
-            "cross_caches": cross_caches,
-            # (B, 1, 1, S): the source keys every query of every head may see.
-            "cross_mask": tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :],
-            "positions": signal,
-            "cache_indices": search_cache_indices(batch_size, self.config.num_heads),
-            "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
-            "output_kernel": output_kernel,  # (V, M)
-        }
+        state["cross_caches"] = cross_caches
+        # (B, 1, 1, S): the source keys every query of every head may see.
+        state["cross_mask"] = tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :]
         return cache, state
+
+    def _decoder_stack(self):
+        layers = self.transformer_layers
+        return DecoderStack(
+            embedding=layers.target_embedding,
+            positions=layers.target_positions,
+            blocks=layers.decoder_blocks,
+            output_norm=layers.decoder_output_norm,
+            num_heads=self.config.num_heads,
+            d_model=self.config.d_model,
+        )
 
     def decode_token(self, tokens, index, cache, state):
         """Decodes one token per row at position `index`, as `decode_step` does.
@@ -323,41 +288,7 @@ class Seq2SeqTransformer(keras.Model):
         Returns:
             `(logits, cache)`: (B, V) float32 logits and the updated cache.
         """
-        layers = self.transformer_layers
-        embedding = layers.target_embedding
-        positions = layers.target_positions
-        # Both tables were read once per search (`start_decoding`): a step gathers rows.
-        x = tf.gather(state["embeddings"], tokens)
-        if positions.scale_embeddings:
-            x = x * ops.cast(self.config.d_model**0.5, x.dtype)
-        x = x + tf.gather(state["positions"], index)
-        offset = position_offset(index)
-        cache_length = tf.shape(cache[0])[-2]
-        cache = list(cache)
-        self_masks = {}
-        for layer, block in enumerate(layers.decoder_blocks):
-            attention = block.self_attention
-            kind = attention.window  # one mask per distinct window, shared by the layers
-            if kind not in self_masks:
-                self_masks[kind] = attention.cache_token_mask(index, cache_length)
-
-            def write_cache(update, layer=layer):
-                cache[layer], keys, values = write_search_cache(
-                    cache[layer], update, state["cache_indices"] + offset
-                )
-                return keys, values
-
-            x = block.decode_token(
-                x, state["weights"][layer], write_cache, state["cross_caches"][layer],
-                self_masks[kind], state["cross_mask"],
-            )
-        if layers.decoder_output_norm is not None:
-            x = layers.decoder_output_norm(x)
-        kernel = state["output_kernel"]
-        logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=True)
-        if embedding.logit_soft_cap is not None:
-            logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
-        return tf.cast(logits, tf.float32), tuple(cache)
+        return decode_token(self._decoder_stack(), tokens, index, cache, state)
 
     def attention_weights(self, encoder_tokens, decoder_tokens):
         """Every attention map of a teacher-forced pass, for plots and the web page.
@@ -425,15 +356,5 @@ def build_transformer(config="tiny", **overrides):
         >>> model = build_transformer("tiny", source_vocab_size=100, target_vocab_size=100)
         >>> model.summary()  # doctest: +SKIP
     """
-    if isinstance(config, str):
-        config = preset(config, **overrides)
-    elif isinstance(config, dict):
-        config = TransformerConfig.from_dict({**config, **overrides})
-    elif isinstance(config, TransformerConfig):
-        config = config.replace(**overrides) if overrides else config
-    else:
-        raise ValueError(
-            "`config` must be a TransformerConfig, a dict of its fields or a preset "
-            f"name; received {type(config).__name__}."
-        )
+    config = resolve_config(config, overrides)
     return Seq2SeqTransformer(config)

@@ -9,6 +9,7 @@ from keras_transformer.lazy import lazy_getattr
 _LAZY = {
     "compute_attention_mask": "masks",
     "padding_mask": "masks",
+    "resolve_padding_mask": "masks",
     "scaled_dot_product_attention": "attention",
 }
 

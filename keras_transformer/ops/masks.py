@@ -18,6 +18,21 @@ def padding_mask(token_ids, pad_id=PAD_ID):
     return ops.not_equal(token_ids, pad_id)
 
 
+def resolve_padding_mask(padding_mask=None, keras_mask=None):
+    """The padding mask a block uses: the explicit one if given, else the Keras mask
+    its input carries (e.g. from `Embedding(mask_zero=True)`), else None.
+
+    Args:
+        padding_mask: optional explicit (B, L) booleans, True for real tokens.
+        keras_mask: optional (B, L) Keras mask of the same input.
+
+    Returns:
+        (B, L) booleans or None.
+    """
+    mask = keras_mask if padding_mask is None else padding_mask
+    return None if mask is None else ops.cast(mask, "bool")
+
+
 def compute_attention_mask(
     query_length,
     key_length,

@@ -52,7 +52,7 @@ def run(args):
 
         if not os.path.isdir(args.run):
             raise FileNotFoundError(f"{args.run} does not exist: train a run first.")
-        run_ = load_run(args.run, weights=args.weights)
+        run_ = load_run(args.run, weights=args.weights, task="translate", command="plot-attention")
         module = translation_module(run_, beam_width=args.beam or DEFAULT_BEAM)
         maps = attention.from_module(module, args.text, kind=args.kind)
     figure = attention.attention_figure(maps)

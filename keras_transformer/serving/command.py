@@ -33,7 +33,7 @@ IGNORED_TF_SERVING_FLAGS = (
     "use_alts_credentials", "ssl_config_file", "platform_config_file",
     "per_process_gpu_memory_fraction", "saved_model_tags", "grpc_channel_arguments",
     "grpc_max_threads", "remove_unused_fields_from_bundle_metagraph", "prefer_tflite_model",
-    "num_tflite_pools", "num_tflite_interpreters_per_pool", "enable_signature_method_name_check",
+    "num_tflite_pools", "num_tflite_interpreters_per_pool",
     "xla_cpu_compilation_enabled", "xla_gpu_compilation_enabled", "enable_profiler",
     "thread_pool_factory_config_file", "mixed_precision", "skip_initialize_tpu",
     "enable_grpc_healthcheck_service", "enable_serialization_as_tensor_content",
@@ -121,6 +121,9 @@ def add_arguments(parser):
                "Replay assets.extra/tf_serving_warmup_requests on load.")
     add("--num_request_iterations_for_warmup", type=int, default=1,
         help="Times each warmup request is replayed.")
+    _bool_flag(add, "--enable_signature_method_name_check", False,
+               "Classify only signatures whose method name is tensorflow/serving/classify "
+               "(by default, as in TF Serving, any signature of a classifier's shape).")
     _bool_flag(add, "--allow_version_labels_for_unavailable_models", True,
                "Accepted for compatibility; labels may always name any version.")
     add("--version", action="store_true", help="Print the version and exit.")
@@ -140,8 +143,8 @@ def add_arguments(parser):
              "exits anyway; a second signal exits at once.")
     add("--num_model_threads", type=int, default=None, help="Threads for model calls.")
     _bool_flag(add, "--web_page", True,
-               "Serve the translation page at / (on the REST port); --web_page=false turns "
-               "it off.")
+               "Serve the page (translation, generation or classification) at / (on the "
+               "REST port); --web_page=false turns it off.")
     add("--static_dir", default=None,
         help="Serve this folder's index.html and files at / instead of the packaged page.")
     ignored = parser.add_argument_group(
@@ -213,6 +216,7 @@ def options_from_args(args):
         enable_model_warmup=args.enable_model_warmup,
         warmup_iterations=args.num_request_iterations_for_warmup,
         allow_config_reload=args.enable_model_config_reload,
+        signature_method_name_check=args.enable_signature_method_name_check,
         num_model_threads=args.num_model_threads,
         web_page=args.web_page,
         static_dir=args.static_dir,

@@ -27,7 +27,8 @@ from tensorflow_serving.config import model_server_config_pb2
 from keras_transformer import versions as versions_lib
 
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
-# The translation page shipped with the package (index.html, app.js, style.css).
+# The model page (translate, generate, classify) shipped with the package
+# (index.html, app.js, style.css).
 WEB_PAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
@@ -330,8 +331,11 @@ class ServerOptions:
         enable_model_warmup: run assets.extra warmup requests on load.
         warmup_iterations: times each warmup request runs.
         allow_config_reload: accept ModelService.HandleReloadConfigRequest.
+        signature_method_name_check: Classify only signatures whose method name
+            is tensorflow/serving/classify (TF Serving's
+            --enable_signature_method_name_check; off by default, as there).
         num_model_threads: threads for unbatched model calls.
-        web_page: serve the translation page at "/" (False: "/" answers 404).
+        web_page: serve the model page at "/" (False: "/" answers 404).
         static_dir: folder whose index.html (and other top-level files) are served
             at "/" instead of the packaged page, `WEB_PAGE_DIR`.
         shutdown_grace_s: how long in-flight requests may run at shutdown
@@ -360,6 +364,7 @@ class ServerOptions:
     enable_model_warmup: bool = True
     warmup_iterations: int = 1
     allow_config_reload: bool = False
+    signature_method_name_check: bool = False
     num_model_threads: int | None = None
     web_page: bool = True
     static_dir: str | None = None

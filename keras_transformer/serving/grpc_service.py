@@ -22,6 +22,7 @@ from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 from tensorflow_serving.apis import regression_pb2
 
+from keras_transformer.serving import classifier
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import errors
 from keras_transformer.serving import inference
@@ -69,8 +70,8 @@ class _Servicer:
 
 
 class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionServiceServicer):
-    """Predict and GetModelMetadata; Classify/Regress answer as for a
-    SavedModel without such signatures; MultiInference is unimplemented."""
+    """Predict, Classify and GetModelMetadata; Regress answers as for a
+    SavedModel without regression signatures; MultiInference is unimplemented."""
 
     async def Predict(self, request, context):
         spec = request.model_spec
@@ -123,22 +124,43 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
 
         return await self._answer("GetModelMetadata", spec.name, context, compute)
 
-    async def _classify_or_regress(self, api, method, request, context):
+    async def Classify(self, request, context):
+        spec = request.model_spec
+        core = self._core
+        deadline = core.deadline(context.time_remaining())
+
+        def decode():  # On a decode thread: serializing many examples takes a while.
+            if not request.HasField("model_spec"):
+                raise errors.invalid_argument("Missing ModelSpec")
+            version, label = _version_choice(spec)
+            target = core.resolve_classification(spec.name, version, label, spec.signature_name)
+            with target.release_on_error():
+                inputs = classifier.signature_inputs(target.signature, request.input)
+            return target, inputs
+
+        def encode(target, outputs, num_examples):
+            response = classification_pb2.ClassificationResponse()
+            response.model_spec.name = spec.name
+            response.model_spec.version.value = target.version
+            response.model_spec.signature_name = target.signature.name
+            response.result.CopyFrom(classifier.classification_result(outputs, num_examples))
+            return response
+
+        async def compute():
+            target, inputs = await core.decode(decode)
+            outputs = await core.infer(target, inputs, deadline)
+            return await core.decode(encode, target, outputs, len(inputs[classifier.INPUTS]))
+
+        return await self._answer("classify", spec.name, context, compute)
+
+    async def Regress(self, request, context):
         spec = request.model_spec
 
         async def compute():
             version, label = _version_choice(spec)
-            self._core.check_method(spec.name, version, label, spec.signature_name, method)
+            self._core.check_regression(spec.name, version, label, spec.signature_name)
 
-        return await self._answer(api, spec.name, context, compute)
-
-    async def Classify(self, request, context):
-        return await self._classify_or_regress(
-            "classify", inference.CLASSIFY_METHOD, request, context)
-
-    async def Regress(self, request, context):
-        return await self._classify_or_regress(
-            "regress", inference.REGRESS_METHOD, request, context)
+        return await self._answer("regress", spec.name, context, compute)
 
     async def MultiInference(self, request, context):
         async def compute():

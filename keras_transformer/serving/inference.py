@@ -26,9 +26,9 @@ import time
 
 from tensorflow_serving.apis import get_model_status_pb2
 
+from keras_transformer.serving import classifier
 from keras_transformer.serving import errors
 
-CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
 
@@ -129,12 +129,16 @@ class ServingCore:
             scheduler.
         num_decode_threads: worker threads that parse and encode requests
             (TF Serving's --rest_api_num_threads).
+        method_name_check: Classify also requires the signature's method name
+            (TF Serving's --enable_signature_method_name_check).
     """
 
-    def __init__(self, registry, limits, metrics, num_threads=None, num_decode_threads=None):
+    def __init__(self, registry, limits, metrics, num_threads=None, num_decode_threads=None,
+                 method_name_check=False):
         self.registry = registry
         self.limits = limits
         self.metrics = metrics
+        self.method_name_check = method_name_check
         cpus = os.cpu_count() or 1
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=num_threads or min(32, cpus + 4), thread_name_prefix="model-call")
@@ -201,6 +205,23 @@ class ServingCore:
             raise
         return Target(handle, signature, output_filter)
 
+    def resolve_classification(self, name, version, label, signature_name):
+        """`resolve` for Classify: the signature must have a classifier's shape.
+
+        Raises:
+            ServingError: as `resolve`, and INVALID_ARGUMENT with TF Serving's
+                messages for a signature that cannot classify
+                (`classifier.check_signature_def`).
+        """
+        handle = self.registry.acquire(name, version, label)
+        try:
+            signature = classifier.find_signature(handle.servable, signature_name,
+                                                  self.method_name_check)
+        except BaseException:
+            handle.release()
+            raise
+        return Target(handle, signature)
+
     async def infer(self, target, inputs, deadline):
         """Runs one call on typed, checked inputs; takes over `target`.
 
@@ -251,14 +272,14 @@ class ServingCore:
         with self.registry.acquire(name, version, label) as handle:
             return handle.version, handle.servable.signature_def_map
 
-    def check_method(self, name, version, label, signature_name, method):
-        """Classify/Regress: find the signature and check its method name.
+    def check_regression(self, name, version, label, signature_name):
+        """Regress: find the signature and check its method name.
 
-        TF2 SavedModels only carry predict signatures, so for them this raises
-        INVALID_ARGUMENT with TF Serving's message; a genuine classify or
-        regress signature gets UNIMPLEMENTED (this server only predicts).
+        A signature that is not a regression gets INVALID_ARGUMENT with TF
+        Serving's message; a genuine one UNIMPLEMENTED (this server does not
+        run regressions).
         """
-        kind = "classification" if method == CLASSIFY_METHOD else "regression"
+        kind, method = "regression", REGRESS_METHOD
         with self.registry.acquire(name, version, label) as handle:
             key = signature_name or "serving_default"
             signature_def = handle.servable.signature_def_map.signature_def.get(key)

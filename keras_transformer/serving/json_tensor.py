@@ -1,10 +1,13 @@
-"""TF Serving's REST JSON formats <-> numpy arrays.
+"""TF Serving's REST JSON formats <-> numpy arrays and protos.
 
 Follows tensorflow_serving/util/json_tensor.cc: the row format ("instances")
 and the columnar format ("inputs"), `{"b64": ...}` for binary strings, output
 names ending in `_bytes` written as base64, floats written with the shortest
 text that reads back to the same float32, NaN/Infinity as bare words, and the
-same error messages where a client may rely on them.
+same error messages where a client may rely on them. Classify requests
+(`{"examples": [...], "context": {...}}`) become an `Input` proto of
+`tf.Example`s, and their results `{"results": [[[label, score], ...], ...]}`
+(TF Serving writes "results", although its REST guide shows "result").
 """
 
 import base64
@@ -13,6 +16,7 @@ import json
 
 import numpy as np
 import tensorflow as tf
+from tensorflow_serving.apis import input_pb2
 
 from keras_transformer.serving import errors
 
@@ -20,6 +24,7 @@ ROW, COLUMNAR = "row", "columnar"
 _BYTES_SUFFIX = "_bytes"
 _FLOAT32_MAX_INT = (1 << 24) - 1
 _FLOAT64_MAX_INT = (1 << 53) - 1
+_MAX_INT64 = (1 << 63) - 1
 _MAX_RANK = 32  # numpy stops at 64 dimensions; no signature needs more than a few.
 
 
@@ -402,3 +407,105 @@ def dumps(document):
         return json.dumps(document, ensure_ascii=False, allow_nan=True).encode("utf-8")
     except UnicodeEncodeError:  # A lone surrogate echoed in an error message.
         return json.dumps(document, ensure_ascii=True, allow_nan=True).encode("ascii")
+
+
+# ---------------------------------------------------------------- Classify
+
+
+def _feature_kind_error(name, feature):
+    kind = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}.get(
+        feature.WhichOneof("kind"), "UNKNOWN")
+    return errors.invalid_argument(
+        f"Unexpected element type in feature: {name} expecting type: {kind}")
+
+
+def _add_feature_value(value, name, feature):
+    """Appends one JSON scalar to a `tf.train.Feature`, as TF Serving does.
+
+    Strings and {"b64": ...} objects are bytes, booleans and whole numbers
+    int64, decimals float; one feature holds one kind.
+    """
+    def list_of(kind):
+        if feature.WhichOneof("kind") not in (None, kind):
+            raise _feature_kind_error(name, feature)
+        return getattr(feature, kind).value
+
+    if value is None or isinstance(value, list) or (isinstance(value, dict)
+                                                    and not _is_b64(value)):
+        raise errors.invalid_argument(
+            f"Feature: {name} has element with unexpected JSON type: {_json_type(value)}")
+    if isinstance(value, (str, dict)):
+        list_of("bytes_list").append(_leaf(value, tf.string))
+    elif isinstance(value, bool):
+        list_of("int64_list").append(int(value))
+    elif isinstance(value, int) and -_MAX_INT64 - 1 <= value <= _MAX_INT64:
+        list_of("int64_list").append(value)
+    elif isinstance(value, int) and 0 < value < (1 << 64):
+        raise errors.invalid_argument(
+            f"Feature: {name} has uint64_t element. Only int64_t is supported.")
+    else:  # A decimal, or a whole number too large for 64 bits (read as a double).
+        list_of("float_list").append(float(value))
+
+
+def _example_from_json(value, example):
+    if not isinstance(value, dict):
+        raise errors.invalid_argument(
+            f"Example must be JSON object but got JSON {_json_type(value)}")
+    for name, content in value.items():
+        feature = example.features.feature[name]
+        for item in content if isinstance(content, list) else [content]:
+            _add_feature_value(item, name, feature)
+
+
+def classification_input_from_request(document, max_instances=None):
+    """Converts a :classify (or :regress) body to TF Serving's `Input` proto.
+
+    Args:
+        document: the parsed body: "examples", a non-empty list of objects
+            {feature name: value or list of values}, and optionally "context",
+            one such object shared by every example.
+        max_instances: most examples accepted (None: no limit).
+
+    Returns:
+        An `input_pb2.Input` holding `example_list`, or
+        `example_list_with_context` when a context was given.
+
+    Raises:
+        ServingError: INVALID_ARGUMENT saying what is wrong with the body.
+    """
+    request_input = input_pb2.Input()
+    examples = document.get("examples")
+    if examples is None:
+        raise errors.invalid_argument(
+            f"JSON Value: {_json_text(document)} When method is classify, key 'examples' "
+            "is expected and was not found")
+    if not isinstance(examples, list):
+        raise errors.invalid_argument(
+            f"JSON Value: {_json_text(document)} Expecting 'examples' value to be an list/array")
+    if not examples:
+        raise errors.invalid_argument(
+            f"JSON Value: {_json_text(document)} 'examples' value is an empty array")
+    if max_instances is not None and len(examples) > max_instances:
+        raise errors.invalid_argument(
+            f"'examples' has {len(examples)} entries; this server accepts at most "
+            f"{max_instances} per request")
+    if "context" in document:
+        listed = request_input.example_list_with_context
+        _example_from_json(document["context"], listed.context)
+    else:
+        listed = request_input.example_list
+    for value in examples:
+        _example_from_json(value, listed.examples.add())
+    return request_input
+
+
+def classification_result_to_json(result):
+    """`{"results": [[[label, score], ...] per example]}` from a `ClassificationResult`."""
+    if not result.classifications:
+        raise errors.invalid_argument("Cannot convert empty ClassificationResults to JSON")
+    rows = []
+    for classifications in result.classifications:
+        scores = _float32_to_json(np.array([c.score for c in classifications.classes],
+                                           dtype=np.float32))
+        rows.append([[c.label, score] for c, score in zip(classifications.classes, scores)])
+    return {"results": rows}

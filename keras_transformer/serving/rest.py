@@ -5,7 +5,7 @@ Routes (case-insensitive, as in TF Serving; version and label are exclusive):
     GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signatures
     POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    (also :classify, :regress)
     GET  <prometheus path>                                       metrics text
-    GET  /  and  /<file>                                         the translation page (static
+    GET  /  and  /<file>                                         the model page (static
                                                                  files), unless turned off
     GET  /config.json                                            {"model", "models"} for the page
 
@@ -24,6 +24,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import model_pb2
 
+from keras_transformer.serving import classifier
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import errors
 from keras_transformer.serving import inference
@@ -166,9 +167,11 @@ class RestApi:
                 body = await self._read_body(request, deadline)
                 if api == "predict":
                     response = await self._predict(model_name, version, label, body, deadline)
+                elif api == "classify":
+                    response = await self._classify(model_name, version, label, body, deadline)
                 else:
-                    response = _json_response(await self._classify_or_regress(
-                        model_name, version, label, body, api))
+                    response = _json_response(
+                        await self._regress(model_name, version, label, body))
             else:
                 match = _STATUS_PATH.fullmatch(path) if request.method == "GET" else None
                 if not match:
@@ -239,19 +242,32 @@ class RestApi:
         outputs = await self.core.infer(target, inputs, deadline)
         return await self.core.decode(encode, outputs, request_format)
 
-    async def _classify_or_regress(self, model_name, version, label, body, api):
+    async def _classify(self, model_name, version, label, body, deadline):
+        core = self.core
+
+        def decode():  # On a decode thread: parsing may take a while.
+            document = json_tensor.parse_body(body)
+            name = json_tensor.signature_name(document)
+            request_input = json_tensor.classification_input_from_request(
+                document, core.limits.max_instances)
+            target = core.resolve_classification(model_name, version, label, name)
+            with target.release_on_error():
+                inputs = classifier.signature_inputs(target.signature, request_input)
+            return target, inputs
+
+        def encode(outputs, num_examples):
+            result = classifier.classification_result(outputs, num_examples)
+            return _json_response(json_tensor.classification_result_to_json(result))
+
+        target, inputs = await core.decode(decode)
+        outputs = await core.infer(target, inputs, deadline)
+        return await core.decode(encode, outputs, len(inputs[classifier.INPUTS]))
+
+    async def _regress(self, model_name, version, label, body):
         document = await self.core.decode(json_tensor.parse_body, body)
         signature_name = json_tensor.signature_name(document)
-        examples = document.get("examples")
-        if examples is None:
-            raise errors.invalid_argument(
-                f"When method is {api}, key 'examples' is expected and was not found")
-        if not isinstance(examples, list):
-            raise errors.invalid_argument("Expecting 'examples' value to be an list/array")
-        if not examples:
-            raise errors.invalid_argument("'examples' value is an empty array")
-        method = inference.CLASSIFY_METHOD if api == "classify" else inference.REGRESS_METHOD
-        self.core.check_method(model_name, version, label, signature_name, method)
+        json_tensor.classification_input_from_request(document)
+        self.core.check_regression(model_name, version, label, signature_name)
 
     def _metadata(self, model_name, version, label):
         resolved, signature_def_map = self.core.metadata(model_name, version, label)

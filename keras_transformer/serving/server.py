@@ -73,7 +73,7 @@ class ModelServer:
             num_load_threads=options.num_load_threads)
         self.core = inference.ServingCore(
             self.registry, options.limits, self.metrics, options.num_model_threads,
-            options.num_request_threads)
+            options.num_request_threads, options.signature_method_name_check)
         self.grpc_port = None
         self.rest_port = None
         self._grpc_server = None
@@ -84,7 +84,8 @@ class ModelServer:
         servable = servable_lib.Servable(path)
         if self.options.enable_model_warmup:
             count = warmup.run_warmup(servable, tensors.tensor_from_proto,
-                                      self.options.warmup_iterations)
+                                      self.options.warmup_iterations,
+                                      self.options.signature_method_name_check)
             if count:
                 _log.info("Finished reading warmup data for model at %s. Number of warmup "
                           "records read: %d.", path, count)

@@ -1,9 +1,10 @@
-"""Floor 4: training a translator with `model.fit` into a resumable run folder.
+"""Floor 4: training a translator, language model or classifier with `model.fit` into a resumable run folder.
 
 Modules: `losses` (masked, label-smoothed cross-entropy; masked token accuracy),
 `schedule` (warmup-then-rsqrt learning rate), `strategy` (tf.distribute from the
 command line), `config` (`TrainingConfig`: every training setting, its default and
 help), `callbacks` (backup, checkpoints, best weights, time budget, history),
+`tasks` (per task: data, tokenizers, datasets, loss and metrics),
 `trainer` (`train`, `prepare_run`, `compile_model`), `command` (`keras-transformer
 train`), `average` (`keras-transformer average`). Names load lazily so that `--help` does not import TensorFlow.
 """
@@ -31,6 +32,11 @@ _LAZY = {
     "prepare_run": "trainer",
     "read_run_config": "trainer",
     "train": "trainer",
+    "Task": "tasks",
+    "task_for": "tasks",
+    "MaskedPerplexity": "losses",
+    "ClassificationCrossEntropy": "losses",
+    "MacroF1": "losses",
 }
 
 __all__ = sorted(_LAZY)

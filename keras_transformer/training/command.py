@@ -1,8 +1,16 @@
-"""`keras-transformer train`: train a translator on a parallel corpus into a run folder.
+"""`keras-transformer train`: train a translator, a language model or a classifier into a run folder.
 
 Example:
     keras-transformer train --preset small --data data/cmn-eng/cmn.txt \\
         --src zh --tgt en --run runs/zh-en --minutes 25
+    keras-transformer train --task lm --data data/cmn-eng/cmn.txt --column en --run runs/lm-en
+    keras-transformer train --task classify --data data/sentence-type/en.tsv --language en \\
+        --run runs/sentence-type-en
+
+`--task` (translate, the default; lm; classify) is recorded in the run, so a resumed
+run needs no `--task`. An "lm" run reads one text a line (`--data FILE`), or one
+column of a TSV (`--column en` for the Tatoeba layout's English, or a 0-based
+number); a "classify" run reads label<TAB>text lines (or `--label-column/--text-column`).
 
 Running the same command again resumes the run from its last backup. On a resumed
 run a training flag that is given overrides the stored setting (each difference is
@@ -11,6 +19,7 @@ flags are generated from `TrainingConfig`'s fields (names, types, defaults, help
 """
 
 from keras_transformer.data.corpus import add_pair_arguments
+from keras_transformer.runs import TASKS
 from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.strategy import STRATEGIES
 
@@ -22,6 +31,11 @@ def add_arguments(parser):
     from keras_transformer.models.config import PRESETS
 
     parser.add_argument("--run", required=True, help="run folder (created, or resumed)")
+    parser.add_argument(
+        "--task", choices=TASKS,
+        help="what a new run learns: translate (sentence pairs, the default), lm (a language "
+        "model of one text a line) or classify (label<TAB>text); a resumed run keeps its own",
+    )
     parser.add_argument(
         "--preset", default=None, choices=sorted(PRESETS),
         help=f"model preset of a new run (default: {DEFAULT_PRESET}; a resumed run keeps its own)",
@@ -40,8 +54,27 @@ def add_arguments(parser):
         languages_help="source language code of a new run (default: zh; with --data, its "
         "Tatoeba column unless --src-column/--tgt-column are given)",
     )
+    texts = parser.add_argument_group(
+        "texts of --task lm and --task classify",
+        "--data is a file of one text a line (lm) or of label<TAB>text lines (classify)",
+    )
+    texts.add_argument(
+        "--column",
+        help="lm: the TSV column of the text, a language of the Tatoeba layout (en, zh) or a "
+        "0-based number (default: whole lines)",
+    )
+    texts.add_argument("--label-column", type=int, help="classify: 0-based label column (default: 0)")
+    texts.add_argument("--text-column", type=int, help="classify: 0-based text column (default: 1)")
+    texts.add_argument(
+        "--language",
+        help="language code of the text, for the tokenizer's coverage and default size "
+        "(default: the --column language, else none)",
+    )
+    texts.add_argument("--vocab-size", type=int, help="tokenizer size (default: by language)")
     group = parser.add_argument_group("new runs: split and tokenizers")
-    group.add_argument("--max-pairs", type=int, help="use only the first N pairs of the corpus")
+    group.add_argument(
+        "--max-pairs", type=int, help="use only the first N pairs (lm, classify: texts) of the data"
+    )
     group.add_argument("--split-seed", type=int, default=0, help="seed of the split (default: 0)")
     group.add_argument("--source-vocab-size", type=int, help="default: measured per language")
     group.add_argument("--target-vocab-size", type=int, help="default: measured per language")
@@ -60,7 +93,23 @@ def run(args):
 
     run_dir = RunDir(args.run)
     config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config())
-    data = pair_files(args, default_languages=DEFAULT_LANGUAGES)
+    task = args.task or (run_dir.task() if run_dir.exists() else "translate")
+    if task == "translate":
+        _refuse(args, ("column", "label_column", "text_column", "language", "vocab_size"), task)
+        data = pair_files(args, default_languages=DEFAULT_LANGUAGES)
+        prepare_options = dict(
+            max_pairs=args.max_pairs,
+            split_seed=args.split_seed,
+            source_vocab_size=args.source_vocab_size,
+            target_vocab_size=args.target_vocab_size,
+            joint_vocabulary=args.joint_vocabulary,
+            dictionary=args.dictionary,
+        )
+    else:
+        data = text_data(args, task)
+        prepare_options = dict(
+            max_examples=args.max_pairs, split_seed=args.split_seed, vocab_size=args.vocab_size
+        )
     if data is not None and run_dir.exists():
         print(f"keras-transformer train: {args.run} is an existing run: it keeps its own split; "
               "the corpus options are not used.")
@@ -72,14 +121,8 @@ def run(args):
         src=src,
         tgt=tgt,
         preset=args.preset,
-        prepare_options=dict(
-            max_pairs=args.max_pairs,
-            split_seed=args.split_seed,
-            source_vocab_size=args.source_vocab_size,
-            target_vocab_size=args.target_vocab_size,
-            joint_vocabulary=args.joint_vocabulary,
-            dictionary=args.dictionary,
-        ),
+        task=args.task,
+        prepare_options=prepare_options,
         minutes=args.minutes,
         strategy=args.strategy,
         devices=args.devices.split(",") if args.devices else None,
@@ -91,3 +134,33 @@ def run(args):
         f"now at step {result.step} after {result.epochs} epochs (stopped by {result.stopped_by})."
     )
     return 0
+
+
+def _refuse(args, names, task):
+    """One line naming the options given that `task` does not read."""
+    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name, None) not in (None, False)]
+    if given:
+        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not read by --task {task}.")
+
+
+def text_data(args, task):
+    """The `TextFile` ("lm") or `LabelledFile` ("classify") the options name (None: no --data)."""
+    from keras_transformer.data.corpus import LabelledFile
+    from keras_transformer.data.corpus import TextFile
+    from keras_transformer.data.corpus import text_column
+
+    _refuse(args, ("source_file", "target_file", "src", "tgt", "src_column", "tgt_column",
+                   "source_vocab_size", "target_vocab_size", "joint_vocabulary"), task)
+    if task == "lm":
+        _refuse(args, ("label_column", "text_column"), task)
+        column, language = text_column(args.column)
+        return None if args.data is None else TextFile(args.data, column, args.language or language)
+    _refuse(args, ("column",), task)
+    if args.data is None:
+        return None
+    return LabelledFile(
+        args.data,
+        label_column=0 if args.label_column is None else args.label_column,
+        text_column=1 if args.text_column is None else args.text_column,
+        language=args.language,
+    )

@@ -1,4 +1,8 @@
-"""Masked, label-smoothed cross-entropy and masked token accuracy.
+"""Masked, label-smoothed cross-entropy and masked token accuracy; the other tasks' metrics.
+
+Sequences (translation, language model) use the masked loss and accuracy below,
+and a language model also `MaskedPerplexity`; a classifier uses
+`ClassificationCrossEntropy`, accuracy and `MacroF1`.
 
 Shape notation: B batch, T target length, V target vocabulary.
 
@@ -142,3 +146,107 @@ class MaskedTokenAccuracy(keras.metrics.Metric):
 
     def get_config(self):
         return {**super().get_config(), "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedPerplexity(keras.metrics.Metric):
+    """exp of the mean cross-entropy (no label smoothing) over the non-padding tokens.
+
+    The perplexity of the data under the model, measured in the same pass as the
+    loss (a metric, not a separate evaluation): Σ over real tokens of -log p(label),
+    divided by the number of real tokens, exponentiated. Unlike exp(loss), it does not
+    include the label smoothing of the training loss.
+
+    Args:
+        pad_id: label id that marks padding.
+        name: metric name.
+
+    Call arguments:
+        y_true: int (B, T) labels.
+        y_pred: float (B, T, V) logits.
+
+    Example:
+        >>> metric = MaskedPerplexity()
+        >>> metric.update_state(np.array([[4, 0]]), np.zeros((1, 2, 8), "float32"))  # doctest: +SKIP
+        >>> float(metric.result())  # 8.0: uniform over 8 ids  # doctest: +SKIP
+    """
+
+    def __init__(self, pad_id=PAD_ID, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = int(pad_id)
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        losses = smoothed_cross_entropy(y_true, y_pred, label_smoothing=0.0)
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        self.total.assign_add(ops.cast(ops.sum(losses * mask), self.dtype))
+        self.count.assign_add(ops.cast(ops.sum(mask), self.dtype))
+
+    def result(self):
+        return ops.exp(ops.divide_no_nan(self.total, self.count))
+
+    def reset_state(self):
+        self.total.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ClassificationCrossEntropy(keras.losses.Loss):
+    """Label-smoothed cross-entropy of class logits, averaged over the batch.
+
+    Args:
+        label_smoothing: ε, spread evenly over the C classes (`smoothed_cross_entropy`).
+        name: loss name.
+
+    Call arguments:
+        y_true: int (B,) class ids.
+        y_pred: float (B, C) logits.
+    """
+
+    def __init__(self, label_smoothing=0.1, name="classification_cross_entropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing}.")
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        return smoothed_cross_entropy(ops.reshape(y_true, (-1,)), y_pred, self.label_smoothing)
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MacroF1(keras.metrics.F1Score):
+    """Macro-averaged F1 of class logits against integer labels.
+
+    Keras' `F1Score` (average="macro", the arg-max class counts as predicted) on
+    one-hot labels: the mean over classes of each class's F1, so a rare class counts
+    as much as a common one.
+
+    Args:
+        num_classes: C.
+        name: metric name.
+
+    Call arguments:
+        y_true: int (B,) class ids.
+        y_pred: float (B, C) logits.
+    """
+
+    def __init__(self, num_classes, name="macro_f1", **kwargs):
+        kwargs.pop("average", None)
+        kwargs.pop("threshold", None)
+        super().__init__(average="macro", threshold=None, name=name, **kwargs)
+        self.num_classes = int(num_classes)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), self.num_classes)
+        super().update_state(labels, ops.cast(y_pred, "float32"), sample_weight)
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes}

@@ -1,10 +1,17 @@
-"""Training a translator with `model.fit`, into a resumable run folder.
+"""Training a model with `model.fit`, into a resumable run folder.
 
 The run folder (its layout: `keras_transformer.runs.RunDir`) is the contract
 between `train` and the later steps (evaluate, export). The first call prepares it
 (split, tokenizers, config.json); any later call on the same folder reads it back
 and resumes from the backup: same weights, same optimizer state and step counter,
 same epoch. The training settings are a `TrainingConfig`, stored in config.json.
+
+One loop for every task ("translate", "lm", "classify"): the task of the run
+(`keras_transformer.training.tasks`) says how to prepare the folder, build the
+model and the datasets, and which loss and metrics to compile; the schedule,
+optimizer, checkpoints, backup, best and averaged weights and history are shared.
+The translation task's `prepare_run` and `make_datasets` live with the other
+tasks' (tasks.py) and are importable from here too.
 
 Shape notation: B batch, S source length, T target length.
 """
@@ -16,13 +23,19 @@ import sys
 import warnings
 
 from keras_transformer.runs import DEFAULT_AVERAGE_LAST
+from keras_transformer.runs import DEFAULT_TASK
 from keras_transformer.runs import RunDir
+from keras_transformer.runs import task_of
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
+from keras_transformer.training.tasks import FORMAT_VERSION  # noqa: F401 (re-exported)
+from keras_transformer.training.tasks import _static_shapes  # noqa: F401 (bench/training.py)
+from keras_transformer.training.tasks import make_datasets  # noqa: F401 (re-exported)
+from keras_transformer.training.tasks import prepare_run  # noqa: F401 (re-exported)
+from keras_transformer.training.tasks import task_for
 
-FORMAT_VERSION = 1
 
 # Defaults by device, chosen by measurement. On the 2-core CPU (small preset, the
 # bundled corpus, 4,096-token batches; the machine shared with other jobs, so
@@ -72,150 +85,6 @@ def read_run_config(run_dir):
     return RunDir(run_dir).read_config()
 
 
-def prepare_run(
-    run_dir,
-    data,
-    src="zh",
-    tgt="en",
-    preset="small",
-    source_column=None,
-    target_column=None,
-    max_pairs=None,
-    split_seed=0,
-    validation_fraction=0.05,
-    test_fraction=0.05,
-    source_vocab_size=None,
-    target_vocab_size=None,
-    joint_vocabulary=False,
-    dictionary=None,
-    model_overrides=None,
-):
-    """Splits the corpus, trains the tokenizers and writes `config.json`.
-
-    Args:
-        run_dir: the run folder (created).
-        data: the corpus: a `keras_transformer.data.corpus.PairFiles` (a TSV's
-            columns or two line-aligned files), or the path of a tab-separated file.
-        src: source language code.
-        tgt: target language code.
-        preset: model preset name ("tiny", "small", "base", "big").
-        source_column: with a path: 0-based column of the source; None for the
-            Tatoeba (cmn.txt) layout of `src`.
-        target_column: likewise for the target.
-        max_pairs: use only the first this many pairs (None: all).
-        split_seed: seed of the train/validation/test split.
-        validation_fraction: share of pairs for validation.
-        test_fraction: share of pairs for test.
-        source_vocab_size: None for the tokenizer's measured default.
-        target_vocab_size: None for the default.
-        joint_vocabulary: one SentencePiece model for both languages.
-        dictionary: path of a dictionary TSV (`keras_transformer.data.dictionary`):
-            its entries whose word occurs in a training source sentence join the
-            training split (never validation or test).
-        model_overrides: TransformerConfig fields to change from the preset.
-
-    Returns:
-        The run config (the dict written to `config.json`, without "training").
-    """
-    from keras_transformer.data.corpus import PairFiles
-    from keras_transformer.data.corpus import columns_for
-    from keras_transformer.data.corpus import sources_and_targets
-    from keras_transformer.data.corpus import split_pairs
-    from keras_transformer.data.pipeline import DEFAULT_MAX_SOURCE_LENGTH
-    from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.data.tokenizer import train_tokenizers
-    from keras_transformer.models.config import preset as make_preset
-
-    run = RunDir(run_dir)
-    if data is None:
-        raise ValueError(
-            f"{run_dir} is not a run folder yet: pass the corpus (--data, or "
-            "--source-file/--target-file)."
-        )
-    if not isinstance(data, PairFiles):
-        if (source_column is None) != (target_column is None):
-            raise ValueError("Give both the source and the target column, or neither.")
-        if source_column is None:
-            source_column, target_column = columns_for(src, tgt)
-        data = PairFiles(str(data), source_column=source_column, target_column=target_column)
-    pairs = data.read()
-    if max_pairs is not None:
-        pairs = pairs[:max_pairs]
-    split = split_pairs(pairs, validation_fraction, test_fraction, seed=split_seed)
-    if not split.train or not split.validation:
-        raise ValueError(
-            f"The split of {len(pairs)} pairs leaves {len(split.train)} for training and "
-            f"{len(split.validation)} for validation; use a larger corpus."
-        )
-
-    dictionary_pairs = []
-    if dictionary is not None:
-        from keras_transformer.data.dictionary import entries_in
-        from keras_transformer.data.dictionary import read_dictionary
-
-        dictionary_pairs = entries_in(
-            read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
-        )
-        split = dataclasses.replace(split, train=split.train + dictionary_pairs)
-    for part in ("train", "validation", "test"):
-        run.write_split(part, getattr(split, part))
-    train_sources, train_targets = sources_and_targets(split.train)
-    try:
-        source_path, target_path = train_tokenizers(
-            train_sources,
-            train_targets,
-            run.path,
-            source_language=src,
-            target_language=tgt,
-            source_vocab_size=source_vocab_size,
-            target_vocab_size=target_vocab_size,
-            joint=joint_vocabulary,
-        )
-    except RuntimeError as error:  # SentencePiece reports bad sizes this way.
-        raise ValueError(f"Training the tokenizers failed: {error}") from None
-    source_vocab = SubwordTokenizer.from_file(source_path).vocab_size
-    target_vocab = SubwordTokenizer.from_file(target_path).vocab_size
-    model_config = make_preset(
-        preset,
-        **{
-            "source_vocab_size": source_vocab,
-            "target_vocab_size": target_vocab,
-            "share_vocabulary": bool(joint_vocabulary),
-            **(model_overrides or {}),
-        },
-    )
-    config = {
-        "format_version": FORMAT_VERSION,
-        "preset": preset,
-        "model": model_config.to_dict(),
-        "data": {
-            **data.describe(),
-            "source_language": src,
-            "target_language": tgt,
-            "max_pairs": max_pairs,
-            "split_seed": split_seed,
-            "validation_fraction": validation_fraction,
-            "test_fraction": test_fraction,
-            "split_sizes": {
-                "train": len(split.train),
-                "validation": len(split.validation),
-                "test": len(split.test),
-            },
-            "splits": {part: os.path.relpath(run.split_path(part), run.path) for part in ("train", "validation", "test")},
-            "source_tokenizer": os.path.basename(source_path),
-            "target_tokenizer": os.path.basename(target_path),
-            "joint_vocabulary": bool(joint_vocabulary),
-            "dictionary": None if dictionary is None else {
-                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs)},
-            "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
-            "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
-        },
-    }
-    run.write_config(config)
-    return config
-
-
 def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precision="none"):
     """Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule.
 
@@ -254,11 +123,21 @@ def compile_model(
     label_smoothing=TrainingConfig.label_smoothing,
     jit_compile=False,
     mixed_precision="none",
+    d_model=None,
+    loss=None,
+    metrics=None,
 ):
-    """Compiles a `Seq2SeqTransformer` for training (call it under the strategy scope).
+    """Compiles a model for training (call it under the strategy scope).
 
-    Loss: masked label-smoothed cross-entropy; metric: masked token accuracy;
-    optimizer: see `make_optimizer`.
+    Loss: masked label-smoothed cross-entropy; metric: masked token accuracy (a
+    translator's; another task passes its own `loss` and `metrics`, from its
+    `Task`); optimizer: see `make_optimizer`.
+
+    Args:
+        d_model: the schedule's width (None: `model.config.d_model`, a
+            `Seq2SeqTransformer`'s).
+        loss: the loss (None: the translator's, with `label_smoothing`).
+        metrics: the metrics (None: the translator's).
 
     Example:
         >>> with strategy.scope():  # doctest: +SKIP
@@ -270,10 +149,10 @@ def compile_model(
 
     model.compile(
         optimizer=make_optimizer(
-            model.config.d_model, warmup_steps, lr_scale, clipnorm, mixed_precision
+            d_model or model.config.d_model, warmup_steps, lr_scale, clipnorm, mixed_precision
         ),
-        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
-        metrics=[MaskedTokenAccuracy()],
+        loss=loss or MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
+        metrics=[MaskedTokenAccuracy()] if metrics is None else metrics,
         jit_compile=bool(jit_compile),
     )
     return model
@@ -313,6 +192,11 @@ def prepare_for_fit(model, strategy, train, validation=None):
     if getattr(strategy, "cluster_resolver", None) is None:
         return train, validation
     features, labels = next(iter(train))
+    if not isinstance(features, dict):
+        raise ValueError(
+            "Multi-worker training supports translation runs only; train a language model or a "
+            "classifier with the default or mirrored strategy."
+        )
     with strategy.scope():
         predictions = model(features, training=False)
         model.compute_loss(features, labels, predictions, training=False)
@@ -346,94 +230,6 @@ def prepare_for_fit(model, strategy, train, validation=None):
     if validation is not None:
         validation = validation.map(pack).with_options(options)
     return train, validation
-
-
-def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
-    """Pads batches to a few fixed shapes, so XLA compiles only those.
-
-    A batch whose longest example has length L (max over S and T) becomes
-    (R, L', L') with L' = L rounded up to a multiple of `step` (at most
-    `max_length`) and R = `rows`, or `token_budget // L'` (the size of a full batch
-    of its bucket in the token-budgeted pipeline). Extra rows and columns are
-    padding, which the loss and the metric ignore.
-    """
-    import tensorflow as tf
-
-    from keras_transformer.constants import PAD_ID
-
-    @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
-    def pad(features, labels):
-        encoder, decoder = features["encoder_tokens"], features["decoder_tokens"]
-        count = tf.shape(encoder)[0]
-        longest = tf.maximum(tf.shape(encoder)[1], tf.shape(decoder)[1])
-        length = tf.minimum((longest + step - 1) // step * step, max_length)
-        batch = tf.maximum(token_budget // length if rows is None else rows, count)
-
-        def to_shape(tensor):
-            return tf.pad(
-                tensor,
-                [[0, batch - count], [0, length - tf.shape(tensor)[1]]],
-                constant_values=PAD_ID,
-            )
-
-        return (
-            {"encoder_tokens": to_shape(encoder), "decoder_tokens": to_shape(decoder)},
-            to_shape(labels),
-        )
-
-    return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
-    """The training and validation `tf.data` pipelines of a run folder.
-
-    Args:
-        run_dir: the `RunDir`.
-        run_config: its parsed config.json.
-        config: the `TrainingConfig` (batch sizes).
-        seed: seed of the training data order.
-        static_shapes: pad batches to a few fixed shapes (for XLA).
-    """
-    import tensorflow as tf
-
-    from keras_transformer.data.pipeline import make_eval_dataset
-    from keras_transformer.data.pipeline import make_training_dataset
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-
-    data = run_config["data"]
-    source_path, target_path = run_dir.tokenizer_paths(run_config)
-    source_tokenizer = SubwordTokenizer.from_file(source_path)
-    target_tokenizer = SubwordTokenizer.from_file(target_path)
-    lengths = dict(
-        max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
-    )
-    train_sources, train_targets = run_dir.read_split("train")
-    validation_sources, validation_targets = run_dir.read_split("validation")
-    train = make_training_dataset(
-        train_sources,
-        train_targets,
-        source_tokenizer,
-        target_tokenizer,
-        token_budget=config.token_budget,
-        seed=seed,
-        **lengths,
-    )
-    validation = make_eval_dataset(
-        validation_sources,
-        validation_targets,
-        source_tokenizer,
-        target_tokenizer,
-        batch_size=config.validation_batch_size,
-        **lengths,
-    )
-    if static_shapes:
-        max_length = max(lengths.values())
-        train = _static_shapes(train, max_length, token_budget=config.token_budget)
-        validation = _static_shapes(validation, max_length, rows=config.validation_batch_size)
-    options = tf.data.Options()
-    # Every worker builds the same pipeline; each takes its share of every batch.
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return train.with_options(options), validation.with_options(options)
 
 
 @dataclasses.dataclass
@@ -471,6 +267,7 @@ def train(
     src="zh",
     tgt="en",
     preset=None,
+    task=None,
     prepare_options=None,
     minutes=None,
     strategy="default",
@@ -478,7 +275,7 @@ def train(
     callbacks=(),
     verbose=None,
 ):
-    """Trains (or resumes training) a translator in a run folder.
+    """Trains (or resumes training) a model of a task in a run folder.
 
     The settings are a `TrainingConfig`, stored in the run's config.json. A new run
     uses `config` (None: the defaults). A resumed run uses `config` when given and
@@ -493,14 +290,21 @@ def train(
     Args:
         run_dir: the run folder; prepared on the first call, resumed afterwards.
         config: a `TrainingConfig`, or None (see above).
-        data: the corpus of a new run: a `keras_transformer.data.corpus.PairFiles`,
-            or the path of a TSV in the Tatoeba layout of `src`/`tgt`.
-        src: source language code (of a new run).
-        tgt: target language code (of a new run).
+        data: the data of a new run. "translate": a
+            `keras_transformer.data.corpus.PairFiles`, or the path of a TSV in the
+            Tatoeba layout of `src`/`tgt`; "lm": a `TextFile` (or the path of a
+            file of one text a line); "classify": a `LabelledFile` (or the path of
+            a label<TAB>text file).
+        src: source language code (of a new translation run).
+        tgt: target language code (of a new translation run).
         preset: model preset of a new run (None: "small"); when resuming, None
             or the folder's preset.
-        prepare_options: extra `prepare_run` arguments for a new run (max_pairs,
-            vocabulary sizes, split seed and fractions, model_overrides).
+        task: "translate", "lm" or "classify": the task of a new run (None:
+            "translate"); when resuming, None or the folder's task.
+        prepare_options: extra arguments of the task's `prepare` for a new run
+            (translate: `prepare_run`'s max_pairs, vocabulary sizes, split seed
+            and fractions, model_overrides; lm/classify: `Task.prepare`'s
+            max_examples, vocab_size, split seed and fractions, model_overrides).
         minutes: wall-time budget of this call (None: no budget).
         strategy: "default", "mirrored" or "multi-worker" (`strategy.py`), or a
             `tf.distribute.Strategy`.
@@ -534,6 +338,13 @@ def train(
     changed = []
     if state.exists():
         run_config = state.read_config()
+        stored_task = task_of(run_config)
+        if task is not None and task != stored_task:
+            raise ValueError(
+                f"{run_dir} holds a run of task {stored_task!r}; received task={task!r}. Use "
+                "another folder for another task."
+            )
+        task = stored_task
         if preset is not None and preset != run_config["preset"]:
             raise ValueError(
                 f"{run_dir} holds a run of preset {run_config['preset']!r}; received "
@@ -544,10 +355,13 @@ def train(
         if stored is not None:
             changed = config.differences(stored)
     else:
-        run_config = prepare_run(
-            state.path, data, src, tgt, preset or "small", **(prepare_options or {})
+        task = task or DEFAULT_TASK
+        translate = {"src": src, "tgt": tgt} if task == "translate" else {}
+        run_config = task_for(task).prepare(
+            state.path, data, preset or "small", **translate, **(prepare_options or {})
         )
         config = config or TrainingConfig()
+    recipe = task_for(task)
     if chief:
         for line in changed:
             print(f"keras-transformer train: {run_dir}: resuming with {line}", flush=True)
@@ -568,8 +382,6 @@ def train(
     }
     state.write_config(run_config)
 
-    from keras_transformer.models.config import TransformerConfig
-    from keras_transformer.models.transformer import Seq2SeqTransformer
     from keras_transformer.training.callbacks import RunProgress
     from keras_transformer.training.callbacks import make_callbacks
     from keras_transformer.training.callbacks import optimizer_step
@@ -580,14 +392,14 @@ def train(
     initial_epoch = int(backup["epoch"]) if backup else 0
     # A resumed run must not replay the first epochs' data order: offset the seed
     # by the epoch it resumes at.
-    train_data, validation_data = make_datasets(
+    train_data, validation_data = recipe.make_datasets(
         state, run_config, config, seed=config.seed + initial_epoch, static_shapes=jit_compile
     )
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy("float32" if policy == "none" else policy)
     try:
         with strategy.scope():
-            model = Seq2SeqTransformer(TransformerConfig.from_dict(run_config["model"]))
+            model = recipe.build_model(run_config)
             compile_model(
                 model,
                 warmup_steps=config.warmup_steps,
@@ -596,6 +408,9 @@ def train(
                 label_smoothing=config.label_smoothing,
                 jit_compile=jit_compile,
                 mixed_precision=policy,
+                d_model=run_config["model"]["d_model"],
+                loss=recipe.loss(run_config, config),
+                metrics=recipe.metrics(run_config),
             )
             model.optimizer.build(model.trainable_variables)
             initial_epoch = restore_backup(model, state)

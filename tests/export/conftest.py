@@ -1,9 +1,14 @@
 """A tiny translator (tokenizers trained on a corpus slice, a tiny model) to export."""
 
 import itertools
+import os
+import sys
 
 import keras
 import pytest
+
+# Lets test modules import the helper module next to them by plain name.
+sys.path.insert(0, os.path.dirname(__file__))
 
 from keras_transformer.data import read_cmn_eng, train_tokenizers
 from keras_transformer.data.tokenizer import SubwordTokenizer
@@ -28,3 +33,48 @@ def tiny_translator(tmp_path_factory):
     module = TranslationModule(model, source, target, max_source_length=24, beam_width=3,
                                max_output_length=12)
     return module, (source_path, target_path)
+
+
+@pytest.fixture(scope="session")
+def english_tokenizer():
+    """A SentencePiece model of the English side of a corpus slice (400 pieces)."""
+    from keras_transformer.data.tokenizer import train_sentencepiece
+
+    pairs = list(itertools.islice(read_cmn_eng(), 0, 28000, 40))
+    return SubwordTokenizer(train_sentencepiece([p.target for p in pairs], 400))
+
+
+def _untrained_run(root, task_name, data):
+    """A run folder of `task_name` prepared on `data` (400 examples, tiny preset, 32
+    positions), its weights the seeded initialisation (final.weights.h5)."""
+    from keras_transformer.runs import FINAL_WEIGHTS_NAME
+    from keras_transformer.runs import RunDir
+    from keras_transformer.training.tasks import task_for
+
+    run_dir = str(root / "run")
+    task_for(task_name).prepare(run_dir, data, "tiny", max_examples=400, vocab_size=300,
+                                model_overrides={"max_length": 32})
+    keras.utils.set_random_seed(11)
+    RunDir(run_dir).build_model().save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def lm_run(tmp_path_factory):
+    """An untrained "lm" run on the English side of the bundled corpus."""
+    from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
+    from keras_transformer.data.corpus import TextFile
+
+    return _untrained_run(tmp_path_factory.mktemp("lm"), "lm",
+                          TextFile(str(DEFAULT_CMN_ENG_PATH), column=0, language="en"))
+
+
+@pytest.fixture(scope="session")
+def classify_run(tmp_path_factory):
+    """An untrained "classify" run on the bundled sentence-type data."""
+    from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
+    from keras_transformer.data.corpus import LabelledFile
+
+    path = str(DEFAULT_CMN_ENG_PATH.parents[1] / "sentence-type" / "en.tsv")
+    return _untrained_run(tmp_path_factory.mktemp("classify"), "classify",
+                          LabelledFile(path, language="en"))

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from export_helpers import graph_ops_report
+from export_helpers import run_python
 from keras_transformer.export import write_export
 from keras_transformer.export.writer import WARMUP_FILE
 
@@ -33,16 +35,6 @@ def exported(tiny_translator, tmp_path_factory):
     return module, base, path
 
 
-def _run_python(code, *args, timeout=240):
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
 def test_version_folder_layout(exported):
     _, base, path = exported
     assert os.path.basename(path) == "1"
@@ -57,7 +49,7 @@ def test_version_folder_layout(exported):
 def test_fresh_process_translates_like_the_in_process_module(exported):
     module, _, path = exported
     expected = module.translate(tf.constant(SAMPLE))
-    output = _run_python(
+    output = run_python(
         """
         import json, sys
         import tensorflow as tf
@@ -92,7 +84,7 @@ def test_saved_model_cli_lists_signatures_with_dtypes(exported):
 def test_tf1_loader_runs_the_signature_by_tensor_names(exported):
     module, _, path = exported
     expected = [t.decode() for t in module.translate(tf.constant(SAMPLE[:1]))["translation"].numpy()]
-    output = _run_python(
+    output = run_python(
         """
         import json, sys
         import tensorflow as tf
@@ -112,30 +104,7 @@ def test_tf1_loader_runs_the_signature_by_tensor_names(exported):
 
 def test_graph_uses_only_core_tensorflow_and_tensorflow_text_ops(exported):
     _, _, path = exported
-    output = _run_python(
-        """
-        import json, sys
-        import tensorflow as tf
-        from tensorflow.core.protobuf import saved_model_pb2
-        from tensorflow.python.framework import op_def_registry
-        model = saved_model_pb2.SavedModel()
-        model.ParseFromString(open(sys.argv[1] + "/saved_model.pb", "rb").read())
-        graph = model.meta_graphs[0].graph_def
-        used = {node.op for node in graph.node}
-        functions = {f.signature.name for f in graph.library.function}
-        for function in graph.library.function:
-            used |= {node.op for node in function.node_def}
-        used -= functions
-        core = {op for op in used if op_def_registry.get(op) is not None}
-        import tensorflow_text  # registers its op library
-        text_ops = {op for op in used - core if op_def_registry.get(op) is not None}
-        print(json.dumps({"outside": sorted(used - core - text_ops),
-                          "text": sorted(used & text_ops),
-                          "xla": sorted(op for op in used if op.startswith("Xla"))}))
-        """,
-        path,
-    )
-    report = json.loads(output.strip().splitlines()[-1])
+    report = graph_ops_report(path)
     assert report["outside"] == []
     assert report["xla"] == []
     assert any("Sentencepiece" in op for op in report["text"])

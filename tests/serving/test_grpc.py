@@ -113,7 +113,9 @@ def test_grpc_errors_use_tf_serving_codes_and_server_keeps_serving(channel):
         (lambda: stub.Predict(unknown_output, timeout=30),
          grpc.StatusCode.INVALID_ARGUMENT, "output tensor alias not found"),
         (lambda: stub.Classify(classify, timeout=30),
-         grpc.StatusCode.INVALID_ARGUMENT, "Expected classification signature"),
+         grpc.StatusCode.INVALID_ARGUMENT, "Expected one or two output Tensors, found 4"),
+        (lambda: stub.Classify(classification_pb2.ClassificationRequest(), timeout=30),
+         grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec"),
         (lambda: stub.GetModelMetadata(get_model_metadata_pb2.GetModelMetadataRequest(
             model_spec={"name": "tiny"}, metadata_field=["nope"]), timeout=30),
          grpc.StatusCode.INVALID_ARGUMENT, "Metadata field nope is not supported"),

@@ -95,15 +95,19 @@ def test_predict_other_signature_with_named_rows_and_single_output(running):
     assert (status, body) == (200, {"outputs": ["x:10"]})
 
 
-@pytest.mark.parametrize("method, kind", [("classify", "classification"),
-                                          ("regress", "regression")])
-def test_classify_and_regress_answer_as_for_a_model_without_such_signatures(
-        running, method, kind):
-    status, body = http("POST", url(running, f"/v1/models/tiny:{method}"),
+def test_classify_on_a_signature_without_a_classifier_shape_says_why(running):
+    # TF Serving without --enable_signature_method_name_check checks the shape only.
+    status, body = http("POST", url(running, "/v1/models/tiny:classify"),
+                        {"examples": [{"x": 1}]})
+    assert (status, body) == (400, {"error": "Expected one or two output Tensors, found 4"})
+
+
+def test_regress_answers_as_for_a_model_without_regression_signatures(running):
+    status, body = http("POST", url(running, "/v1/models/tiny:regress"),
                         {"examples": [{"x": 1}]})
     assert status == 400
-    assert body["error"] == (f"Expected {kind} signature method_name to be "
-                             f"tensorflow/serving/{method}. Was: tensorflow/serving/predict")
+    assert body["error"] == ("Expected regression signature method_name to be "
+                             "tensorflow/serving/regress. Was: tensorflow/serving/predict")
 
 
 def test_static_index_is_served_at_root(running):

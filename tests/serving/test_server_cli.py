@@ -122,7 +122,8 @@ def test_ignored_flags_warn_in_one_line_and_implemented_ones_take_effect(tmp_pat
             "--num_load_threads=3", "--rest_api_num_threads=5",
             "--tensorflow_session_parallelism=2", "--tensorflow_inter_op_parallelism=1",
             "--num_request_iterations_for_warmup=4", "--shutdown_grace_seconds=7",
-            "--idle_timeout_seconds=9", "--max_values_per_input=100"))
+            "--idle_timeout_seconds=9", "--max_values_per_input=100",
+            "--enable_signature_method_name_check"))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == ["--ssl_config_file is a tensorflow_model_server flag this server ignores",
                         "--enable_profiler is a tensorflow_model_server flag this server ignores"]
@@ -131,6 +132,9 @@ def test_ignored_flags_warn_in_one_line_and_implemented_ones_take_effect(tmp_pat
     assert (options.intra_op_threads, options.inter_op_threads) == (2, 1)
     assert options.warmup_iterations == 4 and options.shutdown_grace_s == 7
     assert options.limits.idle_timeout_s == 9 and options.limits.max_elements == 100
+    assert options.signature_method_name_check is True
+    assert command.options_from_args(
+        parse(f"--model_base_path={tmp_path}")).signature_method_name_check is False
     with pytest.raises(config_lib.ConfigError, match="--max_num_load_retries must not be neg"):
         command.options_from_args(parse(f"--model_base_path={tmp_path}",
                                         "--max_num_load_retries=-1"))

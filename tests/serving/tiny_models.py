@@ -95,3 +95,72 @@ def install_corrupt_version(base_path, version):
     final = os.path.join(base_path, str(version))
     os.rename(folder, final)
     return final
+
+
+LABELS = ("question", "exclamation", "statement")
+
+
+class TinyClassifier(tf.Module):
+    """Sentence type from the last character of the `text` feature.
+
+    `classify` takes serialized tf.Examples ("inputs") and returns "classes"
+    (B, 3) and "scores" (B, 3): 0.8 for the type ("?", "!", anything else),
+    0.1 for the others. `serving_default` takes the text itself.
+    """
+
+    def _scores(self, text):
+        kind = tf.where(tf.strings.regex_full_match(text, r"(?s).*\?"), 0,
+                        tf.where(tf.strings.regex_full_match(text, r"(?s).*!"), 1, 2))
+        return tf.one_hot(kind, len(LABELS), on_value=0.8, off_value=0.1)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def classify(self, inputs):
+        features = tf.io.parse_example(
+            inputs, {"text": tf.io.FixedLenFeature([], tf.string, default_value="")})
+        scores = self._scores(features["text"])
+        classes = tf.tile(tf.constant([LABELS]), [tf.shape(inputs)[0], 1])
+        return {"classes": classes, "scores": scores}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def scores_only(self, inputs):
+        return {"scores": self.classify(inputs)["scores"]}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def predict(self, text):
+        scores = self._scores(text)
+        return {"label": tf.gather(tf.constant(LABELS), tf.argmax(scores, axis=1)),
+                "probabilities": scores}
+
+
+def save_tiny_classifier(path):
+    """Writes the tiny classifier: "classify" and "scores_only" are genuine
+    classification signatures; "classify_as_predict" is the same function left
+    with the predict method; serving_default predicts from text."""
+    from keras_transformer.export.writer import set_method_names
+
+    module = TinyClassifier()
+    signatures = {
+        "serving_default": module.predict.get_concrete_function(),
+        "classify": module.classify.get_concrete_function(),
+        "classify_as_predict": module.classify.get_concrete_function(),
+        "scores_only": module.scores_only.get_concrete_function(),
+    }
+    tf.saved_model.save(module, path, signatures=signatures)
+    set_method_names(path, {"classify": "tensorflow/serving/classify",
+                            "scores_only": "tensorflow/serving/classify"})
+    return path
+
+
+def write_classify_warmup(version_dir, texts, signature_name="classify"):
+    """Writes assets.extra/tf_serving_warmup_requests with one ClassificationRequest."""
+    folder = os.path.join(version_dir, "assets.extra")
+    os.makedirs(folder, exist_ok=True)
+    log = prediction_log_pb2.PredictionLog()
+    request = log.classify_log.request
+    request.model_spec.name = "cls"
+    request.model_spec.signature_name = signature_name
+    for text in texts:
+        request.input.example_list.examples.add().features.feature["text"].bytes_list.value.append(
+            text.encode("utf-8"))
+    with tf.io.TFRecordWriter(os.path.join(folder, "tf_serving_warmup_requests")) as writer:
+        writer.write(log.SerializeToString())

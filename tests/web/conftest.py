@@ -1,5 +1,6 @@
-"""Fixtures of the web page tests: one tiny exported translator served on loopback,
-one headless Chromium (the browser tests skip when Debian's chromium is absent)."""
+"""Fixtures of the web page tests: a tiny exported translator (and a tiny language
+model and classifier) served on loopback, one headless Chromium (the browser tests
+skip when Debian's chromium is absent)."""
 
 import os
 import shutil
@@ -26,6 +27,17 @@ def exported_model(tmp_path_factory):
 def page_server(exported_model):
     """The embedded server with its default page, shared by the tests."""
     running = web_helpers.start_server(exported_model)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def task_server(tmp_path_factory):
+    """The embedded server with an untrained language model and classifier."""
+    base = tmp_path_factory.mktemp("web_task_export")
+    web_helpers.export_tiny_task_models(base)
+    running = web_helpers.start_models_server(
+        base, [web_helpers.LM_NAME, web_helpers.CLASSIFIER_NAME])
     yield running
     running.stop()
 

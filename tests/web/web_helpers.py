@@ -71,3 +71,47 @@ def start_server(model_base_path, **options):
     return server_lib.ServerThread(server_lib.ServerOptions.from_model(
         MODEL_NAME, str(model_base_path), port=0, rest_api_port=0, poll_seconds=0,
         **options)).start()
+
+
+LM_NAME = "english"
+CLASSIFIER_NAME = "sentence_type"
+CLASSIFIER_LABELS = ("exclamation", "question", "statement")
+
+
+def export_tiny_task_models(base_path):
+    """Exports an untrained language model (LM_NAME) and classifier (CLASSIFIER_NAME)
+    sharing one English SentencePiece model, as `keras-transformer export` would."""
+    import keras
+
+    from keras_transformer import build_classifier
+    from keras_transformer import build_language_model
+    from keras_transformer.data import read_cmn_eng
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.data.tokenizer import train_sentencepiece
+    from keras_transformer.export import ClassificationModule
+    from keras_transformer.export import LanguageModelModule
+    from keras_transformer.export import write_export
+
+    pairs = list(itertools.islice(read_cmn_eng(), 0, 28000, 40))
+    tokenizer = SubwordTokenizer(train_sentencepiece([p.target for p in pairs], 400))
+    keras.utils.set_random_seed(5)
+    language_model = build_language_model("tiny", vocab_size=tokenizer.vocab_size, max_length=32)
+    write_export(LanguageModelModule(language_model, tokenizer, max_new_tokens=8),
+                 str(base_path), LM_NAME)
+    classifier = build_classifier("tiny", vocab_size=tokenizer.vocab_size,
+                                  num_classes=len(CLASSIFIER_LABELS))
+    write_export(ClassificationModule(classifier, tokenizer, CLASSIFIER_LABELS, max_length=24),
+                 str(base_path), CLASSIFIER_NAME)
+
+
+def start_models_server(base_path, names):
+    """A started `ServerThread` serving `<base_path>/<name>` for each name."""
+    from keras_transformer.serving import config as config_lib
+    from keras_transformer.serving import server as server_lib
+
+    entries = " ".join(
+        f"config {{ name: '{name}' base_path: '{base_path}/{name}' model_platform: 'tensorflow' }}"
+        for name in names)
+    return server_lib.ServerThread(server_lib.ServerOptions(
+        model_config=config_lib.parse_model_config(f"model_config_list {{ {entries} }}"),
+        port=0, rest_api_port=0, poll_seconds=0)).start()

@@ -1,4 +1,10 @@
-// The translation page: calls TensorFlow Serving's REST API and nothing else.
+// The model page: calls TensorFlow Serving's REST API and nothing else.
+//
+// The model's metadata (its signatures) chooses the view: a translator (the default),
+// a language model (a "sample" signature with a "generation" output: prompt and sampling
+// settings in, text out, through :predict) or a classifier (a signature whose method is
+// tensorflow/serving/classify: text in, the label and every class's probability out,
+// through :classify).
 //
 // Settings, first found wins: the query string (?model=zh_en&api=http://host:8501),
 // then config.json beside the page ({"model": ..., "api": ..., "max_chars": ...}; the
@@ -7,8 +13,9 @@
 // origin than the API needs the API to allow it (CORS), or one reverse proxy for both.
 //
 // Every failure ends as words in #error (or #model-status on load), never a blank page.
-// body[data-state] is "idle", "loading", "done" or "error", and body[data-ready] is "true"
-// once the settings are read and the model checked: for tests and screenshots.
+// body[data-state] is "idle", "loading", "done" or "error", body[data-kind] "translate",
+// "lm" or "classify", and body[data-ready] is "true" once the settings are read and the
+// model checked: for tests and screenshots.
 "use strict";
 
 (function () {
@@ -156,6 +163,103 @@
     return { ...row, translations: best.translations, scores: best.scores };
   }
 
+  // Kinds of model --------------------------------------------------------------------
+
+  const CLASSIFY_METHOD = "tensorflow/serving/classify";
+  const SAMPLE_INPUTS = ["text", "temperature", "top_k", "top_p", "seed", "max_new_tokens"];
+  const VIEWS = {
+    translate: { title: "Translate", label: "Text to translate", button: "Translate",
+      busy: "Translating…", empty: "Type a sentence to translate first", placeholder: "我们来试试。" },
+    lm: { title: "Generate", label: "Beginning of the text", button: "Generate",
+      busy: "Generating…", empty: "Type the beginning of a text first", placeholder: "" },
+    classify: { title: "Classify", label: "Text to classify", button: "Classify",
+      busy: "Classifying…", empty: "Type a sentence to classify first", placeholder: "" },
+  };
+
+  /** The view a model's SignatureDefs call for: {kind, signature}. */
+  function modelKind(signatureDefs) {
+    const defs = signatureDefs && typeof signatureDefs === "object" ? signatureDefs : {};
+    const names = Object.keys(defs).sort();
+    const classify = names.find((name) => defs[name] && defs[name].method_name === CLASSIFY_METHOD);
+    if (classify) return { kind: "classify", signature: classify };
+    const sample = defs.sample;
+    if (sample && sample.outputs && "generation" in sample.outputs && sample.inputs &&
+        SAMPLE_INPUTS.every((name) => name in sample.inputs)) {
+      return { kind: "lm", signature: "sample" };
+    }
+    return { kind: "translate", signature: "" };
+  }
+
+  async function readModelKind(settings) {
+    const answer = await callApi(settings, "GET", `${modelPath(settings)}/metadata`);
+    const map = answer.metadata && answer.metadata.signature_def;
+    return modelKind(map && map.signature_def);
+  }
+
+  function applyView(model) {
+    const view = VIEWS[model.kind];
+    document.body.dataset.kind = model.kind;
+    document.title = `${view.title} · keras-transformer`;
+    $("page-title").textContent = view.title;
+    $("source-label").textContent = view.label;
+    $("translate").textContent = view.button;
+    $("busy").textContent = view.busy;
+    $("source").placeholder = view.placeholder;
+    $("sampling").hidden = model.kind !== "lm";
+  }
+
+  /** The sampling settings of the form, checked; throws a PageError in words. */
+  function samplingSettings() {
+    const read = (id, name, check, rule) => {
+      const text = $(id).value.trim();
+      const value = Number(text);
+      if (!text || !Number.isFinite(value) || !check(value)) {
+        throw new PageError(`${name} must be ${rule}; "${text}" is not.`);
+      }
+      return value;
+    };
+    const integer = (value) => Number.isInteger(value);
+    return {
+      temperature: read("temperature", "Temperature", (v) => v >= 0,
+        "a number of 0 or more (0: always the likeliest token)"),
+      top_k: read("top-k", "Top-k", (v) => integer(v) && v >= 0,
+        "a whole number of 0 or more (0: no limit)"),
+      top_p: read("top-p", "Top-p", (v) => v > 0 && v <= 1,
+        "a number above 0 and at most 1 (1: no limit)"),
+      seed: read("seed", "Seed", (v) => integer(v) && Math.abs(v) < 2 ** 31,
+        "a whole number (below 2147483648 in size)"),
+      max_new_tokens: read("max-new-tokens", "New tokens", (v) => integer(v) && v >= 1 && v <= 1024,
+        "a whole number from 1 to 1024"),
+    };
+  }
+
+  async function generate(settings, text, sampling) {
+    const answer = await callApi(settings, "POST", `${modelPath(settings)}:predict`,
+      { signature_name: "sample", instances: [{ text, ...sampling }] });
+    const rows = answer.predictions;
+    const row = Array.isArray(rows) ? rows[0] : undefined;
+    // One output comes as the value itself, several as an object keyed by name.
+    const generation = row && typeof row === "object" ? row.generation : row;
+    if (typeof generation !== "string") {
+      throw new PageError("The model's answer lacks the generated text: was it exported " +
+        "as a language model?");
+    }
+    return { prompt: text, generation };
+  }
+
+  async function classify(settings, text, signature) {
+    const answer = await callApi(settings, "POST", `${modelPath(settings)}:classify`,
+      { signature_name: signature, examples: [{ text }] });
+    // TF Serving writes "results" (its REST guide shows "result").
+    const rows = answer.results || answer.result;
+    const pairs = Array.isArray(rows) ? rows[0] : null;
+    if (!Array.isArray(pairs) || !pairs.length) {
+      throw new PageError("The model's answer holds no class: was it exported as a classifier?");
+    }
+    const classes = pairs.map(([label, score]) => ({ label: String(label), score: Number(score) }));
+    return { classes: classes.sort((a, b) => b.score - a.score) };
+  }
+
   // Rendering ------------------------------------------------------------------------
 
   function setState(state) {
@@ -167,11 +271,15 @@
     element.hidden = !text;
   }
 
+  function hideResults() {
+    for (const id of ["result", "generation-result", "classification-result"]) $(id).hidden = true;
+  }
+
   function showError(text) {
     show($("error"), text);
     if (text) {
       setState("error");
-      $("result").hidden = true; // It belonged to an earlier text.
+      hideResults(); // It belonged to an earlier text.
     }
   }
 
@@ -275,6 +383,40 @@
     show($("notice"), noticeFor(result, text));
   }
 
+  function renderGeneration(result) {
+    hideResults();
+    $("prompt").textContent = result.prompt;
+    // The exported signature returns the continuation with its leading space, if any.
+    $("continuation").textContent = result.generation;
+    $("generation-result").hidden = false;
+  }
+
+  function renderClassification(result) {
+    hideResults();
+    $("label").textContent = result.classes[0].label;
+    const body = document.createElement("tbody");
+    for (const { label, score } of result.classes) {
+      const row = body.insertRow();
+      row.className = "class";
+      const name = document.createElement("th");
+      name.scope = "row";
+      name.className = "class-label";
+      name.textContent = label;
+      row.append(name);
+      const bar = row.insertCell();
+      bar.className = "bar";
+      const fill = document.createElement("span");
+      fill.style.width = `${(100 * Math.max(0, Math.min(1, score))).toFixed(1)}%`;
+      bar.append(fill);
+      const value = row.insertCell();
+      value.className = "probability";
+      value.dataset.score = String(score);
+      value.textContent = `${(100 * score).toFixed(1)} %`;
+    }
+    $("class-scores").replaceChildren(body);
+    $("classification-result").hidden = false;
+  }
+
   /** Words about an input the model read only in part (it truncates long inputs). */
   function noticeFor(result, text) {
     const count = result.source_lengths;
@@ -300,6 +442,7 @@
 
   let settings = null;
   let settingsLoaded = null; // The promise of `settings`, made on start.
+  let model = { kind: "translate", signature: "" }; // From the metadata, on start.
   let lastResult = null;
 
   function updateCount() {
@@ -320,7 +463,7 @@
       return;
     }
     if (!text.trim()) {
-      showError("Type a sentence to translate first: the text box is empty.");
+      showError(`${VIEWS[model.kind].empty}: the text box is empty.`);
       $("source").focus();
       return;
     }
@@ -329,17 +472,30 @@
         `${settings.maxChars} are accepted. Translate it a sentence or two at a time.`);
       return;
     }
+    let sampling = null;
+    try {
+      if (model.kind === "lm") sampling = samplingSettings();
+    } catch (error) {
+      showError(error.message);
+      return;
+    }
     showError("");
     setState("loading");
     $("translate").disabled = true;
     $("busy").hidden = false;
     try {
-      lastResult = await translate(settings, text);
-      render(lastResult, text);
+      if (model.kind === "lm") {
+        renderGeneration(await generate(settings, text, sampling));
+      } else if (model.kind === "classify") {
+        renderClassification(await classify(settings, text, model.signature));
+      } else {
+        lastResult = await translate(settings, text);
+        render(lastResult, text);
+      }
       setState("done");
     } catch (error) {
       showError(error instanceof PageError ? error.message
-        : "Something went wrong while showing the translation; please try again.");
+        : "Something went wrong while showing the answer; please try again.");
     } finally {
       $("translate").disabled = false;
       $("busy").hidden = true;
@@ -358,6 +514,10 @@
         : `Model ${settings.model} has no version ready yet ` +
           `(${versions.map((v) => v.state).join(", ") || "none"}).`;
       status.classList.toggle("error", !ready.length);
+      if (ready.length) {
+        model = await readModelKind(settings);
+        applyView(model);
+      }
     } catch (error) {
       status.textContent =
         error instanceof PageError ? error.message : "Could not check the model.";
@@ -377,6 +537,7 @@
       }
     });
     $("attention-view").addEventListener("change", () => lastResult && drawHeatmap(lastResult));
+    applyView(model);
     settingsLoaded = loadSettings();
     try {
       settings = await settingsLoaded;

@@ -1,0 +1,121 @@
+"""One token per step through a stack of `DecoderBlock`s, with the key/value cache:
+what the translator's searches and the language model's generation both run.
+
+Shape notation: B batch, V vocabulary, M model width, N decoder layers, H heads,
+D head size, L cache length, S source length.
+
+In graph mode (stock TF Serving) every op of a step costs overhead, so
+`start_decoder` prepares once per search what a step reads (fused kernels, the
+position table, the output projection, the cache's scatter indices), and
+`decode_token` then runs 2-D matmuls against them.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer.ops.cache import position_offset
+from keras_transformer.ops.cache import search_cache_indices
+from keras_transformer.ops.cache import write_search_cache
+
+
+@dataclasses.dataclass
+class DecoderStack:
+    """The layers a step runs: the token embedding (its reverse pass the output
+    projection), the positional encoding, the blocks and the final norm (or None)."""
+
+    embedding: object
+    positions: object
+    blocks: list
+    output_norm: object
+    num_heads: int
+    d_model: int
+
+
+def start_decoder(stack, batch_size, max_length):
+    """Zero caches and the tensors fixed for a search, read once outside its loop.
+
+    Args:
+        stack: a `DecoderStack`.
+        batch_size: B (a scalar tensor or int).
+        max_length: L, positions the self-attention caches hold.
+
+    Returns:
+        `(cache, state)`: a tuple of N (2, B, H, L, D) zero caches, one per block, and
+        a dict of tensors for `decode_token` (add "cross_caches" and "cross_mask" for
+        blocks with cross-attention).
+    """
+    embedding = stack.embedding
+    head_dim = stack.d_model // stack.num_heads
+    cache = tuple(
+        tf.zeros((2, batch_size, stack.num_heads, max_length, head_dim), dtype=block.compute_dtype)
+        for block in stack.blocks
+    )
+    # ReversibleEmbedding's reverse pass transposes the tied table on every call;
+    # the step multiplies by it transposed instead (`transpose_b`).
+    if embedding.tie_weights:
+        output_kernel = tf.identity(embedding.embeddings)  # read here, not per step
+    else:
+        output_kernel = tf.transpose(embedding.reverse_embeddings)  # once: (V, M)
+    if embedding.reverse_dtype is not None:
+        output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
+    signal = ops.cast(stack.positions.position_signal(max_length), embedding.compute_dtype)
+    state = {
+        "weights": [block.decoding_weights() for block in stack.blocks],
+        "cross_caches": [None] * len(stack.blocks),
+        "cross_mask": None,
+        "positions": signal,
+        "cache_indices": search_cache_indices(batch_size, stack.num_heads),
+        "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
+        "output_kernel": output_kernel,  # (V, M)
+    }
+    return cache, state
+
+
+def decode_token(stack, tokens, index, cache, state):
+    """Decodes one token per row at position `index`, as a full pass would there.
+
+    Args:
+        stack: a `DecoderStack`.
+        tokens: (B,) int32 ids at position `index`.
+        index: scalar int32.
+        cache: the N (2, B, H, L, D) caches from `start_decoder` or the last step.
+        state: from `start_decoder`.
+
+    Returns:
+        `(logits, cache)`: (B, V) float32 logits and the updated cache.
+    """
+    embedding = stack.embedding
+    # Both tables were read once per search (`start_decoder`): a step gathers rows.
+    x = tf.gather(state["embeddings"], tokens)
+    if stack.positions.scale_embeddings:
+        x = x * ops.cast(stack.d_model**0.5, x.dtype)
+    x = x + tf.gather(state["positions"], index)
+    offset = position_offset(index)
+    cache_length = tf.shape(cache[0])[-2]
+    cache = list(cache)
+    self_masks = {}
+    for layer, block in enumerate(stack.blocks):
+        attention = block.self_attention
+        kind = attention.window  # one mask per distinct window, shared by the layers
+        if kind not in self_masks:
+            self_masks[kind] = attention.cache_token_mask(index, cache_length)
+
+        def write_cache(update, layer=layer):
+            cache[layer], keys, values = write_search_cache(
+                cache[layer], update, state["cache_indices"] + offset
+            )
+            return keys, values
+
+        x = block.decode_token(
+            x, state["weights"][layer], write_cache, state["cross_caches"][layer],
+            self_masks[kind], state["cross_mask"],
+        )
+    if stack.output_norm is not None:
+        x = stack.output_norm(x)
+    kernel = state["output_kernel"]
+    logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=True)
+    if embedding.logit_soft_cap is not None:
+        logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
+    return tf.cast(logits, tf.float32), tuple(cache)
