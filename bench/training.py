@@ -129,7 +129,7 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
 
     from keras_transformer.data.pipeline import make_training_dataset
     from keras_transformer.models import Seq2SeqTransformer
-    from keras_transformer.training.trainer import _static_shapes
+    from keras_transformer.training.tasks import _static_shapes
     from keras_transformer.training.trainer import compile_model
     from keras_transformer.training.trainer import make_optimizer
 

@@ -30,8 +30,6 @@ from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
-from keras_transformer.training.tasks import FORMAT_VERSION  # noqa: F401 (re-exported)
-from keras_transformer.training.tasks import _static_shapes  # noqa: F401 (bench/training.py)
 from keras_transformer.training.tasks import make_datasets  # noqa: F401 (re-exported)
 from keras_transformer.training.tasks import prepare_run  # noqa: F401 (re-exported)
 from keras_transformer.training.tasks import task_for
