@@ -29,6 +29,7 @@ run-folder files of each task: `keras_transformer.runs`; the model of each task:
 Shape notation: B batch, T tokens, V vocabulary, C classes.
 """
 
+import dataclasses
 import os
 
 from keras_transformer.runs import DEFAULT_TASK
