@@ -13,10 +13,21 @@ sentences are never looked at, so the scores stay honest.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from keras_transformer.data.corpus import PathLike
 from keras_transformer.data.corpus import SentencePair
 from keras_transformer.data.corpus import read_tsv
+
+# The dictionaries shipped in data/, by language pair (either direction).
+BUNDLED_DICTIONARIES = {
+    frozenset(("zh", "en")): Path(__file__).resolve().parents[2] / "data" / "cc-cedict" / "cedict.tsv",
+}
+
+
+def bundled_dictionary(src: str, tgt: str) -> Path | None:
+    """The dictionary shipped for the pair `src`/`tgt` (either direction), or None."""
+    return BUNDLED_DICTIONARIES.get(frozenset((src, tgt)))
 
 
 def read_dictionary(path: PathLike, src: str, tgt: str) -> list[SentencePair]:

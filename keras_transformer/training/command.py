@@ -80,8 +80,10 @@ def add_arguments(parser):
     group.add_argument("--target-vocab-size", type=int, help="default: measured per language")
     group.add_argument("--joint-vocabulary", action="store_true", help="one vocabulary for both")
     group.add_argument(
-        "--dictionary", metavar="TSV", help="word pairs (header: the two language codes) added to "
-        "training when the word occurs in a training source, e.g. data/cc-cedict/cedict.tsv",
+        "--dictionary", metavar="TSV|auto|none", default="auto",
+        help="word pairs (a TSV whose header names the two languages) added to the training "
+        "split when the word occurs in a training source; auto: the dictionary shipped for the "
+        "language pair, if any (zh-en: data/cc-cedict, CC BY-SA 4.0) (default: auto)",
     )
 
 
@@ -94,6 +96,7 @@ def run(args):
     run_dir = RunDir(args.run)
     config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config())
     task = args.task or (run_dir.task() if run_dir.exists() else "translate")
+    src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
     if task == "translate":
         _refuse(args, ("column", "label_column", "text_column", "language", "vocab_size"), task)
         data = pair_files(args, default_languages=DEFAULT_LANGUAGES)
@@ -103,7 +106,7 @@ def run(args):
             source_vocab_size=args.source_vocab_size,
             target_vocab_size=args.target_vocab_size,
             joint_vocabulary=args.joint_vocabulary,
-            dictionary=args.dictionary,
+            dictionary=_dictionary(args.dictionary, src, tgt),
         )
     else:
         data = text_data(args, task)
@@ -113,7 +116,6 @@ def run(args):
     if data is not None and run_dir.exists():
         print(f"keras-transformer train: {args.run} is an existing run: it keeps its own split; "
               "the corpus options are not used.")
-    src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
     result = train(
         args.run,
         config,
@@ -134,6 +136,18 @@ def run(args):
         f"now at step {result.step} after {result.epochs} epochs (stopped by {result.stopped_by})."
     )
     return 0
+
+
+def _dictionary(choice, src, tgt):
+    """The dictionary file of `--dictionary`: a path, the bundled one of the pair, or None."""
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return choice
+    from keras_transformer.data.dictionary import bundled_dictionary
+
+    path = bundled_dictionary(src, tgt)
+    return None if path is None else str(path)
 
 
 def _refuse(args, names, task):

@@ -83,3 +83,14 @@ def test_prepare_run_adds_dictionary_pairs_to_training_only(tmp_path):
     assert list(zip(sources, targets))[len(plain_sources):] == [("我", "I"), ("你", "you")]  # the word no sentence has is left out
     recorded = json.loads((tmp_path / "dict" / "config.json").read_text())["data"]["dictionary"]
     assert recorded["pairs"] == 2
+
+
+def test_train_dictionary_option_auto_none_and_file():
+    from keras_transformer.data.dictionary import bundled_dictionary
+    from keras_transformer.training.command import _dictionary
+
+    shipped = str(CEDICT_FOLDER / "cedict.tsv")
+    assert _dictionary("auto", "zh", "en") == shipped == _dictionary("auto", "en", "zh")
+    assert _dictionary("auto", "de", "en") is None and bundled_dictionary("de", "en") is None
+    assert _dictionary("none", "zh", "en") is None
+    assert _dictionary("my.tsv", "de", "en") == "my.tsv"

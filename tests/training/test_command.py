@@ -38,6 +38,10 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     assert config["data"]["source_language"] == "zh" and config["data"]["target_language"] == "en"
     assert config["training"]["token_budget"] == FAST["token_budget"]
     assert config["training"]["label_smoothing"] == 0.1
+    # zh-en runs add the bundled dictionary's words by default (--dictionary auto).
+    assert config["data"]["dictionary"]["path"].endswith("cc-cedict/cedict.tsv")
+    assert config["data"]["dictionary"]["pairs"] > 0
+    assert config["data"]["split_sizes"]["train"] == len((run_dir / "splits/train.tsv").read_text().splitlines())
     for name in ("source.model", "target.model", "splits/train.tsv", "splits/validation.tsv",
                  "splits/test.tsv", "backup/state.json", "history.csv", "model.keras",
                  "final.weights.h5", "best.weights.h5", "best.json"):
