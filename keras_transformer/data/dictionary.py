@@ -5,7 +5,7 @@ languages (`zh<TAB>en`), then one entry per line (`机器<TAB>machine`). The
 bundled one is derived from CC-CEDICT (data/cc-cedict/README.md).
 
 Only the entries whose word occurs in a training source sentence are used: they
-teach the words the corpus uses, in its proportions, without flooding a small
+teach the words the corpus uses (each once), without flooding a small
 corpus with the tens of thousands of words it never needs. Validation and test
 sentences are never looked at, so the scores stay honest.
 """
