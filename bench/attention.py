@@ -14,6 +14,7 @@ same meaning as ours and is its cheapest form. Ratio = Keras' time / ours
 
 import numpy as np
 
+from bench.common import jit_modes
 from bench.common import time_interleaved
 
 LENGTHS = (16, 64, 256, 1024)
@@ -75,7 +76,7 @@ def run(results, quick=False, lengths=LENGTHS):
     options = results.options
     preset = options.get("preset", "small")
     precision = options.get("mixed_precision", "none")
-    jit_modes = {"both": (False, True), "on": (True,), "off": (False,)}[options.get("xla", "both")]
+    modes = jit_modes(options)
     config = make_preset(preset)
     tokens = 2048 if quick else 8192
     repeats = 3 if quick else 10
@@ -93,7 +94,7 @@ def run(results, quick=False, lengths=LENGTHS):
         if not np.allclose(got[keep], want[keep], atol=tolerance, rtol=tolerance):
             raise AssertionError(f"the two layers disagree at length {length}: max difference "
                                  f"{np.abs(got[keep] - want[keep]).max():.3g}")
-        for jit in jit_modes:
+        for jit in modes:
             ours_step = _step(ours, _ours, jit)
             keras_step = _step(theirs, _keras, jit)
             ours_time, keras_time = time_interleaved(

@@ -7,6 +7,15 @@ import statistics
 import time
 
 
+# The jit_compile settings of the command line's `--xla` choices.
+XLA_MODES = {"both": (False, True), "on": (True,), "off": (False,)}
+
+
+def jit_modes(options, default="both"):
+    """The jit_compile settings `results.options["xla"]` ("on", "off", "both") asks for."""
+    return XLA_MODES[options.get("xla", default)]
+
+
 def machine():
     """A short description of where the numbers come from."""
     import tensorflow as tf

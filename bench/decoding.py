@@ -13,6 +13,7 @@ import collections
 
 import numpy as np
 
+from bench.common import jit_modes
 from bench.common import time_interleaved
 
 
@@ -26,13 +27,12 @@ def run(results, quick=False, preset=None, new_tokens=32, source_length=20, batc
     options = results.options
     preset = preset or options.get("preset", "small")
     if jit is None:
-        jit_modes = {"both": (False, True), "on": (True,), "off": (False,)}[
-            options.get("xla", "off")]
+        modes = jit_modes(options, default="off")
     else:
-        jit_modes = (jit,)
+        modes = (jit,)
     precision = options.get("mixed_precision", "none")
     repeats = 3 if quick else 5
-    for jit_mode in jit_modes:
+    for jit_mode in modes:
         _run(results, preset, new_tokens, source_length, batch_sizes, jit_mode, precision,
              repeats)
 

@@ -148,11 +148,12 @@ def _measure(exports, sentences, rounds, batch_rounds):
 
 
 def run(results, quick=False, new_tokens=32):
+    from bench.common import jit_modes
     from bench.training import corpus_and_tokenizers
 
     options = results.options
     preset = options.get("preset", "small")
-    xla_modes = {"both": (False, True), "on": (True,), "off": (False,)}[options.get("xla", "off")]
+    xla_modes = jit_modes(options, default="off")
     rounds, batch_rounds = (8, 1) if quick else (30, 3)
     sources = corpus_and_tokenizers()[0]
     sentences = [text for text in sources[::97] if text][:64]

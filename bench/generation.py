@@ -11,6 +11,7 @@ reported relative to cached greedy.
 
 import numpy as np
 
+from bench.common import jit_modes
 from bench.common import time_interleaved
 
 
@@ -24,14 +25,13 @@ def run(results, quick=False, preset=None, new_tokens=None, prompt_length=8,
     options = results.options
     preset = preset or options.get("preset", "small")
     if jit is None:
-        jit_modes = {"both": (False, True), "on": (True,), "off": (False,)}[
-            options.get("xla", "off")]
+        modes = jit_modes(options, default="off")
     else:
-        jit_modes = (jit,)
+        modes = (jit,)
     precision = options.get("mixed_precision", "none")
     new_tokens = new_tokens or (8 if quick else 32)
     repeats = 3 if quick else 5
-    for jit_mode in jit_modes:
+    for jit_mode in modes:
         _run(results, preset, new_tokens, prompt_length, batch_sizes, jit_mode, precision,
              repeats)
 

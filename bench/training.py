@@ -59,6 +59,7 @@ import numpy as np
 
 from bench import baselines
 from bench import ceiling
+from bench.common import jit_modes
 
 MAX_LENGTH = 64  # our pipeline's default source and target truncation (truncates nothing here)
 # "tutorial" pads each batch of 64 to its longest row (what the tutorial's code does);
@@ -255,7 +256,7 @@ def run(results, quick=False):
     precision = options.get("mixed_precision", "none")
     token_budget = options.get("token_budget", 4096)
     baseline_batch = options.get("baseline_batch_size", baselines.BATCH_SIZE)
-    jit_modes = {"both": (False, True), "on": (True,), "off": (False,)}[options.get("xla", "both")]
+    modes = jit_modes(options)
     steps = options.get("steps") or (3 if quick else 12)
     rounds = 2 if quick else 3
     sources, targets, source, target = corpus_and_tokenizers()
@@ -272,7 +273,7 @@ def run(results, quick=False):
 
     designs, measured, order = {}, {}, []
     for design in DESIGNS:
-        for jit in jit_modes:
+        for jit in modes:
             label = design + (", XLA" if jit else "")
             order.append(label)
             print(f"  training: preparing {label} ...", flush=True)
