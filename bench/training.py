@@ -9,7 +9,7 @@ same optimizer (Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule):
 - ours: `Seq2SeqTransformer` + our length-bucketed, token-budgeted pipeline
   (`make_training_dataset`, 4096 tokens per batch by default) + our loss and metric
   (label-smoothed), compiled by `compile_model`; under XLA, batches are padded to
-  a few fixed shapes as `train` does (`_static_shapes`).
+  a few fixed shapes as `train` does (`pad_to_static_shapes`).
 - tutorial: the TensorFlow tutorial's design (`bench.baselines`): post-LN blocks of
   `keras.layers.MultiHeadAttention`, batches of 64 sentences padded to their
   longest row, no bucketing, the tutorial's masked loss and accuracy.
@@ -130,7 +130,7 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
 
     from keras_transformer.data.pipeline import make_training_dataset
     from keras_transformer.models import Seq2SeqTransformer
-    from keras_transformer.training.tasks import _static_shapes
+    from keras_transformer.training.tasks import pad_to_static_shapes
     from keras_transformer.training.trainer import compile_model
     from keras_transformer.training.trainer import make_optimizer
 
@@ -140,7 +140,7 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
         dataset = make_training_dataset(sources, targets, source_tokenizer, target_tokenizer,
                                         token_budget=token_budget, seed=0, **lengths)
         if jit:  # as `train` does under XLA: a few fixed shapes
-            dataset = _static_shapes(dataset, MAX_LENGTH, token_budget=token_budget)
+            dataset = pad_to_static_shapes(dataset, MAX_LENGTH, token_budget=token_budget)
         model = Seq2SeqTransformer(config)
         compile_model(model, jit_compile=jit, mixed_precision=precision)
     else:

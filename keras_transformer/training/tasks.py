@@ -228,38 +228,37 @@ def prepare_run(
     return config
 
 
-def _static_shapes(dataset, max_length, token_budget=None, rows=None, step=8):
-    """Pads batches to a few fixed shapes, so XLA compiles only those.
+def pad_to_static_shapes(dataset, max_length, token_budget=None, rows=None, pad_rows=True, step=8):
+    """Pads batches to a few fixed shapes, so XLA compiles only those (every task).
 
-    A batch whose longest example has length L (max over S and T) becomes
-    (R, L', L') with L' = L rounded up to a multiple of `step` (at most
-    `max_length`) and R = `rows`, or `token_budget // L'` (the size of a full batch
-    of its bucket in the token-budgeted pipeline). Extra rows and columns are
-    padding, which the loss and the metric ignore.
+    The (B, L) id tensors of a batch (a translator's encoder, decoder and label
+    tokens; a language model's tokens and labels; a classifier's tokens) all get the
+    width L' = the widest of them rounded up to a multiple of `step` (at most
+    `max_length`), and with `pad_rows` B' = `rows`, or `token_budget // L'` (the
+    size of a full batch of its bucket in the token-budgeted pipeline). Extra rows
+    and columns are padding, which the losses and metrics ignore. (B,) tensors (a
+    classifier's labels, which have no padding value) stay as they are, and so do
+    the rows when `pad_rows` is False.
     """
     import tensorflow as tf
 
     from keras_transformer.constants import PAD_ID
 
     @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
-    def pad(features, labels):
-        encoder, decoder = features["encoder_tokens"], features["decoder_tokens"]
-        count = tf.shape(encoder)[0]
-        longest = tf.maximum(tf.shape(encoder)[1], tf.shape(decoder)[1])
+    def pad(*element):
+        tokens = [t for t in tf.nest.flatten(element) if t.shape.rank == 2]
+        count = tf.shape(tokens[0])[0]
+        longest = tf.reduce_max(tf.stack([tf.shape(t)[1] for t in tokens]))
         length = tf.minimum((longest + step - 1) // step * step, max_length)
-        batch = tf.maximum(token_budget // length if rows is None else rows, count)
+        batch = tf.maximum(token_budget // length if rows is None else rows, count) if pad_rows else count
 
         def to_shape(tensor):
-            return tf.pad(
-                tensor,
-                [[0, batch - count], [0, length - tf.shape(tensor)[1]]],
-                constant_values=PAD_ID,
-            )
+            if tensor.shape.rank != 2:
+                return tensor
+            return tf.pad(tensor, [[0, batch - count], [0, length - tf.shape(tensor)[1]]],
+                          constant_values=PAD_ID)
 
-        return (
-            {"encoder_tokens": to_shape(encoder), "decoder_tokens": to_shape(decoder)},
-            to_shape(labels),
-        )
+        return tf.nest.map_structure(to_shape, element)
 
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -308,8 +307,8 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     )
     if static_shapes:
         max_length = max(lengths.values())
-        train = _static_shapes(train, max_length, token_budget=config.token_budget)
-        validation = _static_shapes(validation, max_length, rows=config.validation_batch_size)
+        train = pad_to_static_shapes(train, max_length, token_budget=config.token_budget)
+        validation = pad_to_static_shapes(validation, max_length, rows=config.validation_batch_size)
     options = tf.data.Options()
     # Every worker builds the same pipeline; each takes its share of every batch.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
@@ -454,8 +453,8 @@ class _TextTask(Task):
 
         if static_shapes:
             max_length = run_config["data"]["max_length"]
-            train = _static_lengths(train, max_length, config.token_budget, pad_rows=pad_rows)
-            validation = _static_lengths(
+            train = pad_to_static_shapes(train, max_length, config.token_budget, pad_rows=pad_rows)
+            validation = pad_to_static_shapes(
                 validation, max_length, rows=config.validation_batch_size if pad_rows else None,
                 pad_rows=pad_rows,
             )
@@ -578,36 +577,6 @@ class ClassificationTask(_TextTask):
             keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
             MacroF1(run_config["data"]["num_classes"]),
         ]
-
-
-def _static_lengths(dataset, max_length, token_budget=None, rows=None, pad_rows=True, step=8):
-    """Pads "lm"/"classify" batches to a few fixed shapes, so XLA compiles only those.
-
-    Every (B, T) tensor of a batch gets width T' = T rounded up to a multiple of
-    `step` (at most `max_length`); with `pad_rows`, also B' = `rows`, or
-    `token_budget // T'` rows of padding (masked). Without it (a classifier, whose
-    labels have no padding value) the rows are left as they are. The translation
-    batches: `trainer._static_shapes`.
-    """
-    import tensorflow as tf
-
-    from keras_transformer.constants import PAD_ID
-
-    @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
-    def pad(tokens, labels):
-        count = tf.shape(tokens)[0]
-        length = tf.minimum((tf.shape(tokens)[1] + step - 1) // step * step, max_length)
-        batch = tf.maximum(token_budget // length if rows is None else rows, count) if pad_rows else count
-
-        def to_shape(tensor):
-            if tensor.shape.rank == 1:
-                return tensor
-            return tf.pad(tensor, [[0, batch - count], [0, length - tf.shape(tensor)[1]]],
-                          constant_values=PAD_ID)
-
-        return to_shape(tokens), to_shape(labels)
-
-    return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 _TASKS = {task.name: task for task in (TranslationTask(), LanguageModelTask(), ClassificationTask())}

@@ -146,15 +146,15 @@ def test_a_run_from_before_tasks_is_a_translation_run(tmp_path):
 def test_xla_batches_of_a_classifier_pad_only_the_length_and_of_a_language_model_also_rows():
     import tensorflow as tf
 
-    from keras_transformer.training.tasks import _static_lengths
+    from keras_transformer.training.tasks import pad_to_static_shapes
 
     tokens = tf.ones([3, 5], tf.int32)
     lm = tf.data.Dataset.from_tensors((tokens, tokens))
-    (lm_tokens, lm_labels), = _static_lengths(lm, max_length=64, token_budget=64, pad_rows=True)
+    (lm_tokens, lm_labels), = pad_to_static_shapes(lm, max_length=64, token_budget=64, pad_rows=True)
     assert lm_tokens.shape == lm_labels.shape == (8, 8)  # 64 // 8 rows of width 8
     assert int(tf.reduce_sum(lm_labels)) == 15  # the added rows and columns are padding
     classes = tf.data.Dataset.from_tensors((tokens, tf.constant([0, 1, 2])))
-    (cl_tokens, cl_labels), = _static_lengths(classes, max_length=64, token_budget=64, pad_rows=False)
+    (cl_tokens, cl_labels), = pad_to_static_shapes(classes, max_length=64, token_budget=64, pad_rows=False)
     assert cl_tokens.shape == (3, 8) and cl_labels.numpy().tolist() == [0, 1, 2]
 
 
