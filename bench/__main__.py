@@ -8,6 +8,7 @@ Examples:
     python -m bench --quick              # everything, small sizes (a few minutes)
     python -m bench training attention   # some of them
     python -m bench profile              # where a training step's time goes (on request only)
+    python -m bench kernels              # the decoding step's kernel choices (on request only)
     python -m bench decoding export --xla off    # decoding as TF Serving runs it (graph mode)
     python -m bench generation --xla off --preset tiny  # language-model generation, cached vs not
     python -m bench ceiling training decoding --preset base \\
@@ -30,7 +31,7 @@ from keras_transformer.data.corpus import pair_files  # noqa: E402
 
 BENCHMARKS = ["ceiling", "training", "attention", "decoding", "generation", "export", "serving"]
 # Run only when named: an explanation of the training numbers, not a comparison.
-ON_REQUEST = ["profile"]
+ON_REQUEST = ["profile", "kernels"]
 
 
 def parse_args(argv=None):

@@ -32,14 +32,20 @@ _KERNEL_EVENT = re.compile(r"^[\w./-]+:(\w+)$")
 
 def op_times(model, batch, steps=2):
     """Milliseconds of kernel time per op type in one `train_on_batch` step."""
+    return kernel_times(lambda: model.train_on_batch(*batch), calls=steps)
+
+
+def kernel_times(function, calls=2):
+    """Milliseconds of kernel time per op type in one call of `function()`, traced by
+    `tf.profiler` over `calls` calls (call it once before, so that tracing is not timed)."""
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as folder:
         tf.profiler.experimental.start(folder)
         try:
-            for _ in range(steps):
-                model.train_on_batch(*batch)
+            for _ in range(calls):
+                function()
         finally:
             tf.profiler.experimental.stop()
         space = xplane_pb2.XSpace()
@@ -52,7 +58,7 @@ def op_times(model, batch, steps=2):
             for event in line.events:
                 match = _KERNEL_EVENT.match(plane.event_metadata[event.metadata_id].name)
                 if match:
-                    totals[match.group(1)] += event.duration_ps / 1e9 / steps
+                    totals[match.group(1)] += event.duration_ps / 1e9 / calls
     return totals
 
 

@@ -52,12 +52,13 @@ def start_decoder(stack, batch_size, max_length):
         tf.zeros((2, batch_size, stack.num_heads, max_length, head_dim), dtype=block.compute_dtype)
         for block in stack.blocks
     )
-    # ReversibleEmbedding's reverse pass transposes the tied table on every call;
-    # the step multiplies by it transposed instead (`transpose_b`).
+    # The output projection as one (M, V) matmul kernel, laid out once per search:
+    # ReversibleEmbedding's reverse pass would transpose the tied table every step,
+    # and a plain matmul beats `transpose_b` on CPU (bench/README.md).
     if embedding.tie_weights:
-        output_kernel = tf.identity(embedding.embeddings)  # read here, not per step
+        output_kernel = tf.transpose(embedding.embeddings)  # (V, M) → (M, V), once
     else:
-        output_kernel = tf.transpose(embedding.reverse_embeddings)  # once: (V, M)
+        output_kernel = tf.identity(embedding.reverse_embeddings)  # (M, V), read here
     if embedding.reverse_dtype is not None:
         output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
     signal = ops.cast(stack.positions.position_signal(max_length), embedding.compute_dtype)
@@ -68,7 +69,7 @@ def start_decoder(stack, batch_size, max_length):
         "positions": signal,
         "cache_indices": search_cache_indices(batch_size, stack.num_heads),
         "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
-        "output_kernel": output_kernel,  # (V, M)
+        "output_kernel": output_kernel,  # (M, V)
     }
     return cache, state
 
@@ -115,7 +116,7 @@ def decode_token(stack, tokens, index, cache, state):
     if stack.output_norm is not None:
         x = stack.output_norm(x)
     kernel = state["output_kernel"]
-    logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=True)
+    logits = tf.matmul(tf.cast(x, kernel.dtype), kernel)
     if embedding.logit_soft_cap is not None:
         logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
     return tf.cast(logits, tf.float32), tuple(cache)

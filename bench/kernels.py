@@ -1,0 +1,171 @@
+"""Which kernels a decoding step should run: the measurements behind its choices.
+
+Not part of the default run (`python -m bench kernels` asks for it). Graph mode, no
+XLA, float32: what stock TF Serving runs. Each kernel is timed as 64 chained calls
+inside one `tf.while_loop` (a call's output feeds the next call), so the executor's
+per-op overhead counts as it does in a search.
+
+- the output projection (B, M) → (B, V) logits: the kernel laid out (M, V) once per
+  search (what `models.incremental` does) versus the tied embedding table (V, M)
+  multiplied with `transpose_b` (the step before issue 18), for V = 8,000.
+- attention of one query over a 32-position cache (`attend_token`: two batched
+  matmuls and `ops.attention.attention_weights`, the fused softmax kernel) versus
+  two candidates measured for issue 18 and rejected: elementwise products summed
+  over D and L, and the same matmuls with softmax spelled as max/exp/sum/divide.
+- where a greedy step's time goes: kernel time per op type (`tf.profiler`) of a
+  32-token greedy search with the preset's model, batch 1 and 32, per step (on 2
+  cores two kernels may run at once, and the profiler adds its own cost, so the
+  sum exceeds the step's wall time).
+"""
+
+import numpy as np
+
+from bench.common import time_interleaved
+from bench.profile import kernel_times
+
+CHAINED_CALLS = 64
+VOCABULARY = 8000  # as in the decoding benchmark
+CACHE_LENGTH = 32
+NEW_TOKENS = 32
+TOP_OPS = 8
+
+
+def run(results, quick=False):
+    import keras
+
+    from keras_transformer.models import preset as make_preset
+
+    options = results.options
+    preset = options.get("preset", "small")
+    precision = options.get("mixed_precision", "none")
+    config = make_preset(preset)
+    head_dim = config.d_model // config.num_heads
+    repeats = 3 if quick else 7
+    dtype = "float32" if precision == "none" else keras.mixed_precision.Policy(precision).compute_dtype
+    for batch_size in (1, 32):
+        _time_output_projection(results, batch_size, config.d_model, dtype, repeats)
+    for batch_size in (1, 8, 32):
+        _time_attention(results, batch_size, config.num_heads, head_dim, dtype, repeats)
+    _profile_greedy_step(results, preset, precision)
+
+
+def _chained_seconds(kernels, first_input, repeats):
+    """Median seconds per call of each `kernel(x) -> x`, 64 chained calls per graph run."""
+    import tensorflow as tf
+
+    def chained(kernel):
+        @tf.function
+        def calls():
+            return tf.while_loop(
+                lambda index, x: index < CHAINED_CALLS,
+                lambda index, x: (index + 1, kernel(x)),
+                (tf.constant(0), first_input),
+            )[1]
+
+        return lambda: calls().numpy()
+
+    times = time_interleaved([chained(kernel) for kernel in kernels], repeats=repeats)
+    return [seconds / CHAINED_CALLS for seconds in times]
+
+
+def _time_output_projection(results, batch_size, d_model, dtype, repeats):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    table = tf.constant(rng.normal(size=(VOCABULARY, d_model)) * 0.05, dtype)  # (V, M)
+    kernel = tf.transpose(table)  # (M, V), laid out once
+    rows = tf.constant(rng.normal(size=(batch_size, d_model)), dtype)
+
+    def next_rows(logits):
+        # The logits' first M columns feed the next call: a chain, as in a search.
+        return tf.tanh(logits[:, :d_model])
+
+    seconds = _chained_seconds(
+        [lambda x: next_rows(tf.matmul(x, kernel)),
+         lambda x: next_rows(tf.matmul(x, table, transpose_b=True))],
+        rows, repeats,
+    )
+    case = f"output projection ({d_model} → {VOCABULARY}), batch {batch_size}, {dtype}"
+    results.add("kernels", case, "(V, M) table, transpose_b (before), per call",
+                seconds[1] * 1e6, "µs")
+    results.add("kernels", case, "(M, V) kernel laid out once (ours), per call",
+                seconds[0] * 1e6, "µs", ratio=seconds[1] / seconds[0],
+                baseline="(V, M) table with transpose_b")
+
+
+def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):
+    import tensorflow as tf
+
+    from keras_transformer.ops import attention
+
+    def ours(query, keys, values, mask):
+        # What `MultiHeadSelfAttention.attend_token` runs.
+        scores = tf.matmul(query, keys, transpose_b=True)  # (B, H, 1, L)
+        weights = attention.attention_weights(scores, mask)
+        return tf.matmul(tf.cast(weights, values.dtype), values)
+
+    def elementwise_softmax(scores, mask):
+        scores = tf.where(mask, tf.cast(scores, tf.float32), attention.MASK_VALUE)
+        exponentials = tf.exp(scores - tf.reduce_max(scores, axis=-1, keepdims=True))
+        return exponentials / tf.reduce_sum(exponentials, axis=-1, keepdims=True)
+
+    def products(query, keys, values, mask):
+        scores = tf.reduce_sum(query * keys, axis=-1)[:, :, None, :]  # (B, H, 1, L)
+        weights = tf.reshape(elementwise_softmax(scores, mask), tf.shape(keys)[:-1])
+        return tf.reduce_sum(weights[..., None] * values, axis=-2, keepdims=True)
+
+    def matmuls_elementwise_softmax(query, keys, values, mask):
+        weights = elementwise_softmax(tf.matmul(query, keys, transpose_b=True), mask)
+        return tf.matmul(weights, values)
+
+    rng = np.random.default_rng(0)
+    shape = (batch_size, num_heads, CACHE_LENGTH, head_dim)
+    keys = tf.constant(rng.normal(size=shape), dtype)
+    values = tf.constant(rng.normal(size=shape), dtype)
+    query = tf.constant(rng.normal(size=(batch_size, num_heads, 1, head_dim)), dtype)
+    # Half the cache written, as in the middle of a search.
+    mask = tf.constant(np.arange(CACHE_LENGTH) < CACHE_LENGTH // 2)[None, None, None, :]
+    kernels = {
+        "batched matmuls, fused softmax (ours)": ours,
+        "elementwise products (rejected)": products,
+        "batched matmuls, elementwise softmax (rejected)": matmuls_elementwise_softmax,
+    }
+    seconds = _chained_seconds(
+        [lambda q, kernel=kernel: kernel(q, keys, values, mask) for kernel in kernels.values()],
+        query, repeats,
+    )
+    case = (f"attention of one query over {CACHE_LENGTH} keys, batch {batch_size}, "
+            f"{num_heads} heads of {head_dim}, {dtype}")
+    for index, (name, spent) in enumerate(zip(kernels, seconds)):
+        ratio = None if index == 0 else seconds[0] / spent
+        results.add("kernels", case, f"{name}, per call", spent * 1e6, "µs", ratio=ratio,
+                    baseline=None if ratio is None else "ours (below 1: slower than ours)")
+
+
+def _profile_greedy_step(results, preset, precision):
+    import keras
+
+    from keras_transformer.decoding import SequenceSearch
+    from keras_transformer.models import build_transformer
+
+    keras.utils.set_random_seed(0)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32" if precision == "none" else precision)
+    try:
+        model = build_transformer(preset, source_vocab_size=8000, target_vocab_size=8000)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    never = 10**6  # an end token outside the vocabulary: every row runs NEW_TOKENS steps
+    search = SequenceSearch(model, max_length=NEW_TOKENS, eos_id=never)
+    rng = np.random.default_rng(0)
+    for batch_size in (1, 32):
+        source = rng.integers(4, 8000, size=(batch_size, 20)).astype("int32")
+        decode = lambda: search.greedy(source, NEW_TOKENS)["tokens"].numpy()  # noqa: E731
+        decode()  # traced before the profile
+        times = kernel_times(decode, calls=3)
+        case = f"{preset}, greedy, batch {batch_size}, {precision}"
+        results.add("kernels", case, "kernel time, all ops", sum(times.values()) / NEW_TOKENS,
+                    "ms per step")
+        for op_type, milliseconds in times.most_common(TOP_OPS):
+            results.add("kernels", case, f"kernel time: {op_type}", milliseconds / NEW_TOKENS,
+                        "ms per step")
