@@ -66,19 +66,28 @@ def step_op_counts(search, method):
     return counts
 
 
-def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision, repeats):
+def random_translator(preset, precision, vocab_size=8000):
+    """The preset's translator with seeded random weights, built under `precision`
+    ("none" is float32), the global dtype policy restored after."""
     import keras
 
-    from keras_transformer.decoding import SequenceSearch, make_uncached_greedy
     from keras_transformer.models import build_transformer
 
     keras.utils.set_random_seed(0)
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("float32" if precision == "none" else precision)
     try:
-        model = build_transformer(preset, source_vocab_size=8000, target_vocab_size=8000)
+        return build_transformer(
+            preset, source_vocab_size=vocab_size, target_vocab_size=vocab_size
+        )
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision, repeats):
+    from keras_transformer.decoding import SequenceSearch, make_uncached_greedy
+
+    model = random_translator(preset, precision)
     never = 10**6  # an end token outside the vocabulary: every row decodes new_tokens
     greedy = SequenceSearch(model, max_length=new_tokens, eos_id=never, jit_compile=jit)
     beam = SequenceSearch(model, max_length=new_tokens, eos_id=never, beam_width=4, jit_compile=jit)

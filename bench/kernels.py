@@ -21,6 +21,7 @@ per-op overhead counts as it does in a search.
 import numpy as np
 
 from bench.common import time_interleaved
+from bench.decoding import random_translator
 from bench.profile import kernel_times
 
 CHAINED_CALLS = 64
@@ -164,23 +165,14 @@ def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):
 
 
 def _profile_greedy_step(results, preset, precision):
-    import keras
-
     from keras_transformer.decoding import SequenceSearch
-    from keras_transformer.models import build_transformer
 
-    keras.utils.set_random_seed(0)
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32" if precision == "none" else precision)
-    try:
-        model = build_transformer(preset, source_vocab_size=8000, target_vocab_size=8000)
-    finally:
-        keras.config.set_dtype_policy(previous)
+    model = random_translator(preset, precision, vocab_size=VOCABULARY)
     never = 10**6  # an end token outside the vocabulary: every row runs NEW_TOKENS steps
     search = SequenceSearch(model, max_length=NEW_TOKENS, eos_id=never)
     rng = np.random.default_rng(0)
     for batch_size in (1, 32):
-        source = rng.integers(4, 8000, size=(batch_size, 20)).astype("int32")
+        source = rng.integers(4, VOCABULARY, size=(batch_size, 20)).astype("int32")
         decode = lambda: search.greedy(source, NEW_TOKENS)["tokens"].numpy()  # noqa: E731
         decode()  # traced before the profile
         times = kernel_times(decode, calls=3)
