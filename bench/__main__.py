@@ -30,7 +30,7 @@ from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
 from keras_transformer.data.corpus import pair_files  # noqa: E402
 
 BENCHMARKS = ["ceiling", "training", "attention", "decoding", "generation", "export", "serving"]
-# Run only when named: an explanation of the training numbers, not a comparison.
+# Run only when named: explanations of the training and decoding numbers, not comparisons.
 ON_REQUEST = ["profile", "kernels"]
 
 
