@@ -36,6 +36,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.search import next_token_log_probs
 from keras_transformer.decoding.search import strip_end
 from keras_transformer.ops import checks
+from keras_transformer.ops.cache import loop_shape_invariants
 
 
 def _row_uniforms(seeds, positions):
@@ -267,7 +268,9 @@ class Generator:
         sequences = sequences[:, :length]
         finished = limits <= 1
         if self.cached:
-            cache, state = self.model.start_decoding(batch_size, length)
+            cache, state = self.model.start_decoding(
+                batch_size, length, grow=not self.jit_compile
+            )
         else:
             cache, state = (), None
         rows = tf.range(batch_size)
@@ -297,11 +300,10 @@ class Generator:
             finished = finished | ended | (position + 1 >= limits)
             return position, sequences, finished, cache
 
+        loop_vars = (tf.constant(0), sequences, finished, cache)
+        shapes = None if self.jit_compile else loop_shape_invariants(loop_vars, caches=(3,))
         _, sequences, _, _ = tf.while_loop(
-            condition,
-            body,
-            (tf.constant(0), sequences, finished, cache),
-            maximum_iterations=length - 1,
+            condition, body, loop_vars, shape_invariants=shapes, maximum_iterations=length - 1
         )
         return sequences, prompt_lengths, limits
 

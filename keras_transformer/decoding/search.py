@@ -8,8 +8,8 @@ Each search is one `tf.function` built once per `SequenceSearch` and reused: a
 step (the decoder's self-attention reads the cache; the encoder output and the
 cross-attention keys/values are computed once per sentence). It runs with XLA
 (`jit_compile=True`, shapes static: the cache holds `max_length` positions) or
-without (stock TF Serving): the cache then holds only as many positions as the
-longest row of the batch may produce.
+without (stock TF Serving): the cache then starts empty and grows by a position
+per step (`keras_transformer/ops/cache.py`).
 
 Every row gets its own length limit (its real source length + `extra_length`,
 capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
@@ -23,6 +23,7 @@ from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.ops import checks
 from keras_transformer.ops.cache import BATCH_AXIS
+from keras_transformer.ops.cache import loop_shape_invariants
 
 # "Minus infinity" for scores: finite, so sums and differences never give NaN.
 NEG_INF = -1e9
@@ -174,9 +175,20 @@ class SequenceSearch:
         # Everything fixed for the search (fused kernels, source mask, cross-attention
         # keys and values, position table) is made here, outside the loop.
         cache, state = self.model.start_decoding(
-            encoder_outputs, encoder_mask, cache_length, repeats=repeats
+            encoder_outputs, encoder_mask, cache_length, repeats=repeats,
+            grow=not self.jit_compile,
         )
         return limits, cache_length, cache, state
+
+    def _while_loop(self, condition, body, loop_vars, length, cache_position):
+        """`tf.while_loop` of at most `length` steps; a growing cache (graph mode)
+        at `loop_vars[cache_position]` gets a free length."""
+        shapes = None
+        if not self.jit_compile:
+            shapes = loop_shape_invariants(loop_vars, caches=(cache_position,))
+        return tf.while_loop(
+            condition, body, loop_vars, shape_invariants=shapes, maximum_iterations=length
+        )
 
     def _step(self, tokens, index, cache, state):
         logits, cache = self.model.decode_token(tokens, index, cache, state)
@@ -209,11 +221,9 @@ class SequenceSearch:
             finished = finished | tf.equal(chosen, self.eos_id) | (index + 1 >= limits)
             return index + 1, chosen, tokens, finished, scores, self_cache
 
-        _, _, tokens, _, scores, _ = tf.while_loop(
-            condition,
-            body,
-            (tf.constant(0), current, tokens, finished, scores, self_cache),
-            maximum_iterations=length,
+        _, _, tokens, _, scores, _ = self._while_loop(
+            condition, body, (tf.constant(0), current, tokens, finished, scores, self_cache),
+            length, cache_position=5,
         )
         tokens, lengths = strip_end(tokens, self.eos_id)
         return {"tokens": tokens, "lengths": lengths, "scores": scores}
@@ -288,12 +298,12 @@ class SequenceSearch:
             return (index + 1, current, alive_tokens, alive_log_probs, finished_tokens,
                     finished_scores, self_cache, done)
 
-        state = tf.while_loop(
+        state = self._while_loop(
             condition,
             body,
             (tf.constant(0), current, alive_tokens, alive_log_probs, finished_tokens,
              finished_scores, self_cache, done),
-            maximum_iterations=length,
+            length, cache_position=6,
         )
         finished_tokens, finished_scores = state[4], state[5]
         tokens, lengths = strip_end(finished_tokens, self.eos_id)

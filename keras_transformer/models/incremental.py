@@ -15,6 +15,7 @@ import dataclasses
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.ops.cache import append_search_cache
 from keras_transformer.ops.cache import position_offset
 from keras_transformer.ops.cache import search_cache_indices
 from keras_transformer.ops.cache import write_search_cache
@@ -33,23 +34,29 @@ class DecoderStack:
     d_model: int
 
 
-def start_decoder(stack, batch_size, max_length):
-    """Zero caches and the tensors fixed for a search, read once outside its loop.
+def start_decoder(stack, batch_size, max_length, grow=False):
+    """Empty caches and the tensors fixed for a search, read once outside its loop.
 
     Args:
         stack: a `DecoderStack`.
         batch_size: B (a scalar tensor or int).
-        max_length: L, positions the self-attention caches hold.
+        max_length: L, the most positions a search decodes.
+        grow: start the caches empty and append a position per step (graph mode),
+            instead of preallocating L zero positions (XLA's static shapes); the
+            layouts are compared in `keras_transformer/ops/cache.py`. A loop then
+            needs `loop_shape_invariants` for the caches.
 
     Returns:
-        `(cache, state)`: a tuple of N (2, B, H, L, D) zero caches, one per block, and
-        a dict of tensors for `decode_token` (add "cross_caches" and "cross_mask" for
-        blocks with cross-attention).
+        `(cache, state)`: a tuple of N (2, B, H, L, D) caches (L = 0 if `grow`), one
+        per block, and a dict of tensors for `decode_token` (add "cross_caches" and
+        "cross_mask" for blocks with cross-attention).
     """
     embedding = stack.embedding
     head_dim = stack.d_model // stack.num_heads
+    cache_length = 0 if grow else max_length
     cache = tuple(
-        tf.zeros((2, batch_size, stack.num_heads, max_length, head_dim), dtype=block.compute_dtype)
+        tf.zeros((2, batch_size, stack.num_heads, cache_length, head_dim),
+                 dtype=block.compute_dtype)
         for block in stack.blocks
     )
     # The output projection as one (M, V) matmul kernel, laid out once per search:
@@ -67,7 +74,8 @@ def start_decoder(stack, batch_size, max_length):
         "cross_caches": [None] * len(stack.blocks),
         "cross_mask": None,
         "positions": signal,
-        "cache_indices": search_cache_indices(batch_size, stack.num_heads),
+        # None: the caches grow (`append_search_cache`).
+        "cache_indices": None if grow else search_cache_indices(batch_size, stack.num_heads),
         "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
         "output_kernel": output_kernel,  # (M, V)
     }
@@ -81,7 +89,8 @@ def decode_token(stack, tokens, index, cache, state):
         stack: a `DecoderStack`.
         tokens: (B,) int32 ids at position `index`.
         index: scalar int32.
-        cache: the N (2, B, H, L, D) caches from `start_decoder` or the last step.
+        cache: the N (2, B, H, L, D) caches from `start_decoder` or the last step
+            (a growing cache holds L = `index` positions).
         state: from `start_decoder`.
 
     Returns:
@@ -93,20 +102,32 @@ def decode_token(stack, tokens, index, cache, state):
     if stack.positions.scale_embeddings:
         x = x * ops.cast(stack.d_model**0.5, x.dtype)
     x = x + tf.gather(state["positions"], index)
-    offset = position_offset(index)
-    cache_length = tf.shape(cache[0])[-2]
+    growing = state["cache_indices"] is None
+    if growing:
+        # After this step's append the cache holds positions 0 .. index: all of them
+        # visible to a global attention, so it needs no mask.
+        cache_length = index + 1
+    else:
+        offset = position_offset(index)
+        cache_length = tf.shape(cache[0])[-2]
     cache = list(cache)
     self_masks = {}
     for layer, block in enumerate(stack.blocks):
         attention = block.self_attention
         kind = attention.window  # one mask per distinct window, shared by the layers
         if kind not in self_masks:
-            self_masks[kind] = attention.cache_token_mask(index, cache_length)
+            self_masks[kind] = (
+                None if growing and kind is None
+                else attention.cache_token_mask(index, cache_length)
+            )
 
         def write_cache(update, layer=layer):
-            cache[layer], keys, values = write_search_cache(
-                cache[layer], update, state["cache_indices"] + offset
-            )
+            if growing:
+                cache[layer], keys, values = append_search_cache(cache[layer], update)
+            else:
+                cache[layer], keys, values = write_search_cache(
+                    cache[layer], update, state["cache_indices"] + offset
+                )
             return keys, values
 
         x = block.decode_token(

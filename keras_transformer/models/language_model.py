@@ -86,14 +86,21 @@ class LanguageModel(keras.Model):
             d_model=config.d_model,
         )
 
-    def start_decoding(self, batch_size, max_length):
-        """Zero key/value caches for `max_length` positions and the tensors a step
+    def start_decoding(self, batch_size, max_length, grow=False):
+        """Key/value caches for up to `max_length` positions and the tensors a step
         reads (fused kernels, position table, output projection), made once.
 
+        Args:
+            batch_size: B.
+            max_length: L, the most positions decoded.
+            grow: start the caches empty and let each step append (graph mode);
+                see `start_decoder`.
+
         Returns:
-            `(cache, state)`: N (2, B, H, L, D) caches and a dict for `decode_token`.
+            `(cache, state)`: N (2, B, H, L, D) caches (L = 0 if `grow`) and a dict
+            for `decode_token`.
         """
-        return start_decoder(self.decoder_stack, batch_size, max_length)
+        return start_decoder(self.decoder_stack, batch_size, max_length, grow)
 
     def decode_token(self, tokens, index, cache, state):
         """Runs the model on one token per row at position `index` with the cache.

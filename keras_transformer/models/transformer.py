@@ -229,7 +229,8 @@ class Seq2SeqTransformer(keras.Model):
 
     # One token per step, for the searches ---------------------------------------
 
-    def start_decoding(self, encoder_outputs, encoder_padding_mask, max_length, repeats=1):
+    def start_decoding(self, encoder_outputs, encoder_padding_mask, max_length, repeats=1,
+                       grow=False):
         """Prepares, once per search, everything `decode_token` reads at every step.
 
         The step then runs 2-D matmuls against fused kernels (`fused_kernel`: the
@@ -243,10 +244,13 @@ class Seq2SeqTransformer(keras.Model):
             encoder_padding_mask: (B, S) booleans from `encode`.
             max_length: L, target positions the self-attention cache holds.
             repeats: K, copies of each row (beam search: row b·K + k).
+            grow: start the caches empty and let each step append (graph mode);
+                see `start_decoder`.
 
         Returns:
-            `(cache, state)`: a tuple of N (2, B·K, H, L, D) zero self-attention
-            caches, one per decoder layer, and a dict of tensors fixed for the search.
+            `(cache, state)`: a tuple of N (2, B·K, H, L, D) self-attention caches
+            (L = 0 if `grow`), one per decoder layer, and a dict of tensors fixed
+            for the search.
         """
         layers = self.transformer_layers
         if repeats > 1:
@@ -254,7 +258,7 @@ class Seq2SeqTransformer(keras.Model):
                 tf.repeat(x, repeats, axis=0) for x in (encoder_outputs, encoder_padding_mask)
             )
         batch_size = tf.shape(encoder_outputs)[0]
-        cache, state = start_decoder(self._decoder_stack(), batch_size, max_length)
+        cache, state = start_decoder(self._decoder_stack(), batch_size, max_length, grow)
         cross_caches = []
         for block in layers.decoder_blocks:
             keys_values = block.compute_cross_attention_cache(encoder_outputs)

@@ -40,8 +40,14 @@ def update_cache(cache, update, index):
 # tensor: a layer's write then touches only its own cache (one stacked tensor for
 # all layers was measured slower at batch 32: `bench/README.md`, issue 18), and
 # its keys or values are a contiguous block that TensorFlow slices without a
-# copy. Each layer writes its new position with one scatter whose indices were
-# built once per search.
+# copy. Two layouts along L:
+# - preallocated (XLA, whose shapes must be static): L = the longest output
+#   allowed, written at each step by one scatter whose indices were built once
+#   per search; a step attends over all L positions, the unwritten ones masked.
+# - growing (graph mode, what stock TF Serving runs): the cache starts empty and
+#   each step appends its position, so step t copies and attends over t + 1
+#   positions instead of L (a row's limit is its source length + 50, far more
+#   than it usually produces).
 
 BATCH_AXIS = 1  # of a layer's search cache
 
@@ -84,3 +90,43 @@ def write_search_cache(cache, update, indices):
     """
     cache = tf.tensor_scatter_nd_update(cache, indices, tf.cast(update, cache.dtype))
     return cache, cache[0], cache[1]
+
+
+def append_search_cache(cache, update):
+    """Appends one layer's new position to its growing cache.
+
+    Args:
+        cache: the layer's (2, B, H, T, D) cache of positions 0 .. T - 1.
+        update: (B, 2, H, 1, D) this step's keys and values.
+
+    Returns:
+        `(cache, keys, values)`: the (2, B, H, T + 1, D) cache and its
+        (B, H, T + 1, D) keys and values.
+    """
+    update = tf.transpose(tf.cast(update, cache.dtype), (1, 0, 2, 3, 4))
+    cache = tf.concat([cache, update], axis=3)
+    return cache, cache[0], cache[1]
+
+
+def growing_shape(cache):
+    """The `tf.while_loop` shape invariant of a growing (2, B, H, T, D) cache."""
+    shape = cache.shape.as_list()
+    return tf.TensorShape(shape[:1] + [None] + shape[2:3] + [None] + shape[4:])
+
+
+def loop_shape_invariants(loop_vars, caches):
+    """Shape invariants of `tf.while_loop` whose loop variables include growing caches.
+
+    Args:
+        loop_vars: the loop variables, a tuple.
+        caches: the positions in `loop_vars` that hold growing caches (tuples of them).
+
+    Returns:
+        A tuple like `loop_vars`: each variable's own shape, the caches' lengths free.
+    """
+    return tuple(
+        tf.nest.map_structure(growing_shape, value) if position in caches
+        else tf.nest.map_structure(lambda tensor: tensor.shape, value)
+        for position, value in enumerate(loop_vars)
+    )
+

@@ -97,7 +97,8 @@ def test_earlier_weights_file_loads_and_decodes_alike(tmp_path):
     [{}, {"norm_first": True}, {"window": 2}, {"normalize": "relu"},
      {"share_vocabulary": True, "source_vocab_size": 50}, {"tie_output_embedding": False}],
 )
-def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(overrides):
+@pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
+def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(overrides, grow):
     keras.utils.set_random_seed(3)
     model = build_transformer(
         "tiny", **{"source_vocab_size": 40, "target_vocab_size": 50, **overrides}
@@ -108,17 +109,22 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
     encoder_outputs, encoder_mask = model.encode(source)
     # The layers' path: separate query/key/value projections, per-layer caches.
     self_caches, cross_caches = model.init_cache(encoder_outputs, max_length=8)
-    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8)
+    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8, grow=grow)
     for index in range(6):
         expected, self_caches = model.decode_step(
             target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
         )
         logits, cache = model.decode_token(target[:, index], index, cache, state)
         np.testing.assert_allclose(logits, np.asarray(expected)[:, 0], atol=1e-5)
+        # A growing cache holds exactly the positions decoded so far.
+        assert cache[0].shape[3] == (index + 1 if grow else 8)
     assert len(cache) == len(self_caches)
     for layer_cache, layer_path_cache in zip(cache, self_caches):
         # (2, B, H, L, D) here, (B, 2, H, L, D) on the layers' path.
-        np.testing.assert_allclose(layer_cache, np.transpose(layer_path_cache, (1, 0, 2, 3, 4)), atol=1e-5)
+        expected_cache = np.transpose(layer_path_cache, (1, 0, 2, 3, 4))
+        if grow:
+            expected_cache = expected_cache[:, :, :, :6]
+        np.testing.assert_allclose(layer_cache, expected_cache, atol=1e-5)
     for block, cross_cache in zip(model.transformer_layers.decoder_blocks, state["cross_caches"]):
         separate = block.cross_attention.compute_key_value(encoder_outputs)
         np.testing.assert_allclose(np.stack(cross_cache, axis=1), separate, atol=1e-6)
