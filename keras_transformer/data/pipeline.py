@@ -204,13 +204,16 @@ def make_training_dataset(
     shuffle_buffer: int | None = None,
     seed: int = 0,
     cache: bool | str = True,
+    sample_alpha: float | None = None,
 ) -> tf.data.Dataset:
     """Token-budgeted, length-bucketed, shuffled batches for training.
 
     Examples are tokenized once and cached, then (each epoch) shuffled and
     grouped by length ``max(S, T)`` so that batches carry little padding.
     Iterating again gives the next epoch's order; the sequence of epochs is
-    the same for the same seed.
+    the same for the same seed. With ``sample_alpha`` every epoch tokenizes
+    again, each sentence into a freshly sampled segmentation
+    (:meth:`SubwordTokenizer.sampling`), and nothing is cached.
 
     Args:
         sources: Source sentences.
@@ -227,11 +230,17 @@ def make_training_dataset(
         seed: Shuffle seed.
         cache: True caches in memory, a string caches to that file path,
             False does not cache.
+        sample_alpha: Subword regularization: sample each epoch's segmentation of
+            both sides with this α (None: the most likely pieces, cached).
 
     Returns:
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
         int32 (B, T)}, labels int32 (B, T))``.
     """
+    if sample_alpha is not None:
+        source_tokenizer = source_tokenizer.sampling(sample_alpha)
+        target_tokenizer = target_tokenizer.sampling(sample_alpha)
+        cache = False  # a cache would freeze the first epoch's samples
     dataset = _tokenized(
         sources, targets, source_tokenizer, target_tokenizer,
         max_source_length, max_target_length,

@@ -206,10 +206,15 @@ class _SharedModelResource(tf.saved_model.experimental.TrackableResource):
 
 
 class _SentencepieceTokenizer(tf_text.SentencepieceTokenizer):
-    """``tf_text.SentencepieceTokenizer`` on a :class:`_SharedModelResource`."""
+    """``tf_text.SentencepieceTokenizer`` on a :class:`_SharedModelResource`;
+    with ``sample_alpha``, every call samples a segmentation from all of them
+    (``nbest_size=-1``) with probabilities proportional to P(x)^alpha."""
 
-    def __init__(self, model_proto: bytes):
-        super().__init__(model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False)
+    def __init__(self, model_proto: bytes, sample_alpha: float | None = None):
+        sampling = {} if sample_alpha is None else {"nbest_size": -1, "alpha": sample_alpha}
+        super().__init__(
+            model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False, **sampling
+        )
         # All of tf_text's ops read the model through this attribute.
         self._model_resource = _SharedModelResource(model_proto)
 
@@ -227,12 +232,16 @@ class SubwordTokenizer(tf.Module):
     ``keras_transformer.constants``. BOS/EOS are only added on request.
     """
 
-    def __init__(self, model_proto: bytes, name: str | None = None):
+    def __init__(
+        self, model_proto: bytes, name: str | None = None, sample_alpha: float | None = None
+    ):
         """Creates the tokenizer.
 
         Args:
             model_proto: Serialized SentencePiece ``ModelProto``.
             name: Module name.
+            sample_alpha: None tokenizes into the most likely pieces; a number in
+                (0, 1] samples a segmentation at every call (see :meth:`sampling`).
 
         Raises:
             ValueError: If the model's special ids differ from the project's.
@@ -248,12 +257,37 @@ class SubwordTokenizer(tf.Module):
             )
         self._vocab_size = processor.get_piece_size()
         self._pieces = [processor.id_to_piece(i) for i in range(self._vocab_size)]
-        self._tokenizer = _SentencepieceTokenizer(self._model_proto)
+        if sample_alpha is not None and not 0 < sample_alpha <= 1:
+            raise ValueError(
+                f"`sample_alpha` must be None or in (0, 1]; received {sample_alpha!r}."
+            )
+        self._sample_alpha = sample_alpha
+        self._tokenizer = _SentencepieceTokenizer(self._model_proto, sample_alpha)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, name: str | None = None) -> "SubwordTokenizer":
         """Loads a ``.model`` file written by :func:`train_tokenizers`."""
         return cls(Path(path).read_bytes(), name=name)
+
+    def sampling(self, alpha: float) -> "SubwordTokenizer":
+        """The same model, sampling a segmentation at every call: subword
+        regularization (Kudo, 2018), for training data only.
+
+        "机器学习" may come out as ▁机器 学习 once and ▁机 器 学习 the next time; the
+        model learns the words from their pieces, a regularizer that pays most on
+        small corpora. Detokenizing any sample gives the text back. Sampling runs in
+        SentencePiece's own random generator, which TensorFlow's seeds do not reach.
+
+        Args:
+            alpha: Smoothing of the sampling distribution P(segmentation)^alpha, in
+                (0, 1]: small values sample nearly uniformly, 1 follows the model.
+        """
+        return SubwordTokenizer(self._model_proto, name=self.name, sample_alpha=alpha)
+
+    @property
+    def sample_alpha(self) -> float | None:
+        """The sampling α, or None for the most likely segmentation."""
+        return self._sample_alpha
 
     @property
     def model_proto(self) -> bytes:

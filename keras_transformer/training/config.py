@@ -71,6 +71,12 @@ def _smoothing(value):
     return None
 
 
+def _sampling_alpha(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return "a number in (0, 1]"
+    return None
+
+
 def _freq(value):
     if value == "epoch":
         return None
@@ -117,6 +123,11 @@ class TrainingConfig:
         DEFAULT_SCALE, "learning-rate schedule factor", check=_positive_number
     )
     label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
+    subword_sampling: float | None = _setting(
+        None, "subword regularization: each epoch samples every training sentence's "
+        "SentencePiece segmentation with this α in (0, 1] (unset: the most likely pieces)",
+        check=_optional(_sampling_alpha),
+    )
     clipnorm: float | None = _setting(
         None, "global gradient-norm clip (unset: no clipping)", check=_optional(_positive_number)
     )

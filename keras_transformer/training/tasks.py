@@ -295,6 +295,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         target_tokenizer,
         token_budget=config.token_budget,
         seed=seed,
+        sample_alpha=config.subword_sampling,
         **lengths,
     )
     validation = make_eval_dataset(

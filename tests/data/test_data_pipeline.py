@@ -123,6 +123,34 @@ def test_training_order_is_deterministic_given_seed(tokenizers, small_corpus):
     assert epochs(1, n=1)[0] != first[0]
 
 
+def test_subword_sampling_tokenizes_every_epoch_anew(tokenizers, small_corpus):
+    sources, targets = small_corpus[0][:300], small_corpus[1][:300]
+    source_tokenizer, target_tokenizer = tokenizers
+
+    def epochs(sample_alpha):
+        dataset = make_training_dataset(sources, targets, *tokenizers, token_budget=512,
+                                        shuffle=False, sample_alpha=sample_alpha)
+        return [[r for b in dataset for r in _rows(b)] for _ in range(2)]
+
+    fixed = epochs(None)
+    assert fixed[0] == fixed[1]
+    sampled = epochs(0.1)
+    assert sampled[0] != sampled[1] and sampled[0] != fixed[0]
+    # Every sample is the same sentence pair: its pieces detokenize to the text.
+    for epoch in sampled:
+        texts = sorted(
+            (source_tokenizer.detokenize([list(encoder)]).numpy()[0].decode(),
+             target_tokenizer.detokenize([list(labels)]).numpy()[0].decode())
+            for encoder, _, labels in epoch
+        )
+        expected = sorted(
+            (source_tokenizer.detokenize([list(encoder)]).numpy()[0].decode(),
+             target_tokenizer.detokenize([list(labels)]).numpy()[0].decode())
+            for encoder, _, labels in fixed[0]
+        )
+        assert texts == expected
+
+
 def test_eval_batches_keep_corpus_order(tokenizers, small_corpus):
     sources, targets = small_corpus
     sources, targets = sources[:10], targets[:10]

@@ -132,3 +132,28 @@ def test_tokenizer_survives_kernel_cache_clear(cmn_split):
     assert tokenizer.tokenize(tf.constant(["How much is it?"])).to_list() == before
     assert [b.to_list() for b in dataset] == [before]
     assert tokenizer.detokenize(tf.ragged.constant(before)).numpy().tolist() == [b"How much is it?"]
+
+
+def test_sampling_draws_varied_segmentations_that_detokenize_to_the_text(tokenizers):
+    source, target = tokenizers
+    sentences = tf.constant(["I think we should go to Beijing tomorrow.", "Machine learning is fun."])
+    best = target.tokenize(sentences).to_list()
+    assert target.tokenize(sentences).to_list() == best  # no sampling: always the best
+    sampler = target.sampling(0.1)
+    assert sampler.sample_alpha == 0.1 and target.sample_alpha is None
+    draws = [sampler.tokenize(sentences) for _ in range(20)]
+    assert len({str(draw.to_list()) for draw in draws}) > 1
+    assert any(draw.to_list() != best for draw in draws)
+    for draw in draws:
+        assert [text.decode() for text in sampler.detokenize(draw).numpy()] == [
+            "I think we should go to Beijing tomorrow.", "Machine learning is fun."
+        ]
+    chinese = source.sampling(0.1)
+    assert len({str(chinese.tokenize(tf.constant(["我们明天应该去北京。"])).to_list())
+                for _ in range(20)}) > 1
+
+
+@pytest.mark.parametrize("alpha", [0, -0.1, 1.5])
+def test_a_sampling_alpha_outside_0_1_is_refused(tokenizers, alpha):
+    with pytest.raises(ValueError, match=r"sample_alpha.*\(0, 1\]"):
+        tokenizers[1].sampling(alpha)

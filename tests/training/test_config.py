@@ -43,12 +43,13 @@ def test_a_new_field_becomes_a_flag():
 def test_flags_parse_to_typed_settings_and_unset_flags_keep_stored_values():
     args = _train_parser().parse_args(
         ["--run", "r", "--epochs", "7", "--batch-tokens", "512", "--no-xla", "--save-freq", "epoch",
-         "--clipnorm", "1.5"]
+         "--clipnorm", "1.5", "--subword-sampling", "0.2"]
     )
     stored = TrainingConfig(epochs=3, patience=9, label_smoothing=0.2)
     config = TrainingConfig.from_flags(args, stored=stored)
     assert config == stored.replace(
-        epochs=7, token_budget=512, jit_compile=False, save_freq="epoch", clipnorm=1.5
+        epochs=7, token_budget=512, jit_compile=False, save_freq="epoch", clipnorm=1.5,
+        subword_sampling=0.2,
     )
     # A new run: flags not given take the defaults.
     assert TrainingConfig.from_flags(_train_parser().parse_args(["--run", "r"])) == TrainingConfig()
@@ -71,6 +72,8 @@ def test_differences_name_the_flags_one_line_each():
         (dict(mixed_precision="float8"), "--mixed-precision"),
         (dict(patience=-1), "--patience"),
         (dict(clipnorm=0.0), "--clipnorm"),
+        (dict(subword_sampling=0.0), "--subword-sampling"),
+        (dict(subword_sampling=1.5), "--subword-sampling"),
     ],
 )
 def test_bad_values_are_refused_naming_the_flag(changes, flag):
