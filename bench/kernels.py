@@ -12,6 +12,12 @@ per-op overhead counts as it does in a search.
   matmuls and `ops.attention.attention_weights`, the fused softmax kernel) versus
   two candidates measured for issue 18 and rejected: elementwise products summed
   over D and L, and the same matmuls with softmax spelled as max/exp/sum/divide.
+- the key/value cache's layout in graph mode: caches that grow by a position per
+  step (`SequenceSearch`'s default without XLA) versus caches preallocated for the
+  longest row (XLA's layout, and graph mode's before), whole searches of the
+  preset's model, greedy and beam 4, batch 1 and 32, for 32 tokens (the cache
+  exactly as long as the output) and for the default limit of a 20-token source,
+  20 + 50 = 70 tokens.
 - where a greedy step's time goes: kernel time per op type (`tf.profiler`) of a
   32-token greedy search with the preset's model, batch 1 and 32, per step (on 2
   cores two kernels may run at once, and the profiler adds its own cost, so the
@@ -47,6 +53,7 @@ def run(results, quick=False):
         _time_output_projection(results, batch_size, config.d_model, dtype, repeats)
     for batch_size in (1, 8, 32):
         _time_attention(results, batch_size, config.num_heads, head_dim, dtype, repeats)
+    _time_cache_layouts(results, preset, precision, repeats)
     _profile_greedy_step(results, preset, precision)
 
 
@@ -162,6 +169,38 @@ def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):
         ratio = None if index == 0 else seconds[0] / spent
         results.add("kernels", case, f"{name}, per call", spent * 1e6, "µs", ratio=ratio,
                     baseline=None if ratio is None else "ours (below 1: slower than ours)")
+
+
+def _time_cache_layouts(results, preset, precision, repeats):
+    from keras_transformer.decoding import SequenceSearch
+
+    model = random_translator(preset, precision, vocab_size=VOCABULARY)
+    never = 10**6  # an end token outside the vocabulary: every row runs to its limit
+    rng = np.random.default_rng(0)
+    source_length = 20
+    for beam_width, method in ((1, "greedy"), (4, "beam_search")):
+        searches = [
+            SequenceSearch(model, eos_id=never, beam_width=beam_width, growing_cache=growing)
+            for growing in (True, False)
+        ]
+        for batch_size in (1, 32):
+            source = rng.integers(4, VOCABULARY, size=(batch_size, source_length)).astype("int32")
+            # 32 new tokens: the preallocated cache is as long as the output; 0: the
+            # default limit, source length + 50.
+            for new_tokens in (NEW_TOKENS, 0):
+                growing, preallocated = time_interleaved(
+                    [lambda search=search: getattr(search, method)(source, new_tokens)[
+                        "tokens"].numpy() for search in searches],
+                    repeats=repeats,
+                )
+                tokens = new_tokens or source_length + searches[0].extra_length
+                case = (f"{preset}, {'greedy' if beam_width == 1 else 'beam 4'}, batch "
+                        f"{batch_size}, {tokens} tokens, {precision}")
+                results.add("kernels", case, "caches preallocated for the longest row, per search",
+                            preallocated * 1e3, "ms")
+                results.add("kernels", case, "caches growing a position per step (ours), per search",
+                            growing * 1e3, "ms", ratio=preallocated / growing,
+                            baseline="preallocated caches")
 
 
 def _profile_greedy_step(results, preset, precision):

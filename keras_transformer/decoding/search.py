@@ -77,6 +77,9 @@ class SequenceSearch:
         beam_width: K for `beam_search`.
         alpha: length-penalty exponent for beam search (0 = raw log-probability).
         jit_compile: compile the loops with XLA.
+        growing_cache: let the key/value caches grow by a position per step (None:
+            unless `jit_compile`, whose shapes must be static); False preallocates
+            them for the longest row (`keras_transformer/ops/cache.py` compares both).
         bos_id: start token fed at position 0.
         eos_id: end token; a row stops when it produces it.
 
@@ -95,6 +98,7 @@ class SequenceSearch:
         beam_width=4,
         alpha=0.6,
         jit_compile=False,
+        growing_cache=None,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
     ):
@@ -108,6 +112,12 @@ class SequenceSearch:
             raise ValueError(f"`alpha` must be a number >= 0; received alpha={alpha!r}.")
         self.alpha = float(alpha)
         self.jit_compile = bool(jit_compile)
+        if growing_cache and self.jit_compile:
+            raise ValueError(
+                "`growing_cache=True` needs `jit_compile=False`: XLA compiles static shapes "
+                "only; received growing_cache=True, jit_compile=True."
+            )
+        self.growing_cache = not self.jit_compile if growing_cache is None else bool(growing_cache)
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
         signature = [
@@ -176,15 +186,15 @@ class SequenceSearch:
         # keys and values, position table) is made here, outside the loop.
         cache, state = self.model.start_decoding(
             encoder_outputs, encoder_mask, cache_length, repeats=repeats,
-            grow=not self.jit_compile,
+            grow=self.growing_cache,
         )
         return limits, cache_length, cache, state
 
     def _while_loop(self, condition, body, loop_vars, length, cache_position):
-        """`tf.while_loop` of at most `length` steps; a growing cache (graph mode)
-        at `loop_vars[cache_position]` gets a free length."""
+        """`tf.while_loop` of at most `length` steps; a growing cache at
+        `loop_vars[cache_position]` gets a free length."""
         shapes = None
-        if not self.jit_compile:
+        if self.growing_cache:
             shapes = loop_shape_invariants(loop_vars, caches=(cache_position,))
         return tf.while_loop(
             condition, body, loop_vars, shape_invariants=shapes, maximum_iterations=length

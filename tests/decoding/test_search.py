@@ -74,6 +74,22 @@ def test_xla_and_graph_searches_agree(half_trained_model):
     )
 
 
+def test_growing_and_preallocated_caches_give_the_same_search(half_trained_model):
+    source = _sources(14, [6, 3, 5, 1])
+    growing = SequenceSearch(half_trained_model, max_length=10, beam_width=3)
+    preallocated = SequenceSearch(
+        half_trained_model, max_length=10, beam_width=3, growing_cache=False
+    )
+    assert growing.growing_cache and not preallocated.growing_cache
+    for method in ("greedy", "beam_search"):
+        grown, fixed = getattr(growing, method)(source), getattr(preallocated, method)(source)
+        np.testing.assert_array_equal(grown["tokens"], fixed["tokens"])
+        np.testing.assert_allclose(grown["scores"], fixed["scores"], atol=1e-5)
+    assert not SequenceSearch(half_trained_model, jit_compile=True).growing_cache
+    with pytest.raises(ValueError, match="growing_cache=True.*jit_compile"):
+        SequenceSearch(half_trained_model, jit_compile=True, growing_cache=True)
+
+
 def test_beam_width_one_equals_greedy(half_trained_model):
     source = _sources(13, [6, 2, 4, 5, 3, 1, 6, 6])
     search = SequenceSearch(half_trained_model, max_length=10, beam_width=1, alpha=0.0)
