@@ -58,6 +58,9 @@ def parse_args(argv=None):
                         help="timed training steps per design (default 12, --quick 3; profile: 8)")
     parser.add_argument("--serving-preset", default="small",
                         help="model preset of the serving benchmark (default small)")
+    parser.add_argument("--intra-op-threads", type=int, default=0,
+                        help="TensorFlow's threads per op (default 0: TensorFlow's choice, one a "
+                        "core); TF Serving's --tensorflow_intra_op_parallelism")
     parser.add_argument("--output", default="bench/results/latest.json")
     # The same corpus options as `keras-transformer train` and `evaluate`, from one reader.
     add_pair_arguments(parser, data_help="the training, export and serving benchmarks' corpus "
@@ -66,6 +69,8 @@ def parse_args(argv=None):
     unknown = [name for name in args.names if name not in BENCHMARKS + ON_REQUEST]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS + ON_REQUEST}")
+    if args.intra_op_threads < 0:
+        parser.error(f"--intra-op-threads must be >= 0; received {args.intra_op_threads}")
     return args
 
 
@@ -78,6 +83,10 @@ def main(argv=None):
     from bench.training import use_corpus
 
     use_corpus(pairs)
+    if args.intra_op_threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
     options = {
         "quick": args.quick,
         "preset": args.preset,
@@ -87,6 +96,7 @@ def main(argv=None):
         "baseline_batch_size": args.baseline_batch_size,
         "steps": args.steps,
         "serving_preset": args.serving_preset,
+        "intra_op_threads": args.intra_op_threads,
         "data": pairs.describe() if pairs else "data/cmn-eng/cmn.txt (zh→en)",
     }
     results = Results(options)
