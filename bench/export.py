@@ -160,7 +160,8 @@ def run(results, quick=False, new_tokens=32):
     with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
         exports = _export_all(folder, preset, new_tokens, xla_modes)
         job = {"exports": exports, "sentences": sentences, "rounds": rounds,
-               "batch_rounds": batch_rounds}
+               "batch_rounds": batch_rounds,
+               "intra_op_threads": options.get("intra_op_threads", 0)}
         # A fresh process, as a server that loads the SavedModel and nothing else.
         completed = subprocess.run(
             [sys.executable, "-m", "bench.export"], input=json.dumps(job), text=True,
@@ -192,5 +193,9 @@ def run(results, quick=False, new_tokens=32):
 
 if __name__ == "__main__":
     job = json.loads(sys.stdin.read())
+    if job["intra_op_threads"]:  # the command line's --intra-op-threads, as a server's flag
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(job["intra_op_threads"])
     print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
                               job["batch_rounds"])))
