@@ -273,9 +273,10 @@ class SubwordTokenizer(tf.Module):
         """The same model, sampling a segmentation at every call: subword
         regularization (Kudo, 2018), for training data only.
 
-        "机器学习" may come out as ▁机器 学习 once and ▁机 器 学习 the next time; the
-        model learns the words from their pieces, a regularizer that pays most on
-        small corpora. Detokenizing any sample gives the text back. Sampling runs in
+        A word comes out whole once and in smaller pieces the next time, so the
+        model learns words from their pieces too: a regularizer, which needs more
+        training than the 25-minute demo gives (README, the recipe table).
+        Detokenizing any sample gives the text back. Sampling runs in
         SentencePiece's own random generator, which TensorFlow's seeds do not reach.
 
         Args:

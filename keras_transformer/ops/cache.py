@@ -1,4 +1,4 @@
-"""Writing into a preallocated key/value cache with core TensorFlow ops only.
+"""Writing into key/value caches (preallocated or growing) with core TensorFlow ops only.
 
 Shape notation: B batch, L cache length, T new positions, H heads, D head size.
 
