@@ -26,6 +26,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.common import Results  # noqa: E402
 from bench.common import machine  # noqa: E402
+from bench.common import use_intra_op_threads  # noqa: E402
 from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
 from keras_transformer.data.corpus import pair_files  # noqa: E402
 
@@ -83,10 +84,7 @@ def main(argv=None):
     from bench.training import use_corpus
 
     use_corpus(pairs)
-    if args.intra_op_threads:
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    use_intra_op_threads(args.intra_op_threads)
     options = {
         "quick": args.quick,
         "preset": args.preset,

@@ -16,6 +16,15 @@ def jit_modes(options, default="both"):
     return XLA_MODES[options.get("xla", default)]
 
 
+def use_intra_op_threads(threads):
+    """Sets TensorFlow's threads per op before any op runs (0 keeps TensorFlow's
+    choice): `--intra-op-threads`, TF Serving's --tensorflow_intra_op_parallelism."""
+    if threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
 def machine():
     """A short description of where the numbers come from."""
     import tensorflow as tf

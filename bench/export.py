@@ -193,9 +193,8 @@ def run(results, quick=False, new_tokens=32):
 
 if __name__ == "__main__":
     job = json.loads(sys.stdin.read())
-    if job["intra_op_threads"]:  # the command line's --intra-op-threads, as a server's flag
-        import tensorflow as tf
+    from bench.common import use_intra_op_threads
 
-        tf.config.threading.set_intra_op_parallelism_threads(job["intra_op_threads"])
+    use_intra_op_threads(job["intra_op_threads"])  # as a server's flag sets it
     print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
                               job["batch_rounds"])))
