@@ -16,6 +16,8 @@ Running the same command again resumes the run from its last backup. On a resume
 run a training flag that is given overrides the stored setting (each difference is
 printed, one line each); a flag not given keeps the stored setting. The training
 flags are generated from `TrainingConfig`'s fields (names, types, defaults, help).
+A new run's model is its preset with the `MODEL_FLAGS` given (the dropout rates);
+a resumed run keeps its model and refuses a flag that differs from it.
 """
 
 from keras_transformer.data.corpus import add_pair_arguments
@@ -25,6 +27,12 @@ from keras_transformer.training.strategy import STRATEGIES
 
 DEFAULT_LANGUAGES = ("zh", "en")
 DEFAULT_PRESET = "small"
+# `TransformerConfig` fields a new run may change from its preset, with their help.
+MODEL_FLAGS = {
+    "dropout": "residual and embedding dropout",
+    "attention_dropout": "dropout on the attention weights",
+    "activation_dropout": "dropout on the feed-forward hidden layer",
+}
 
 
 def add_arguments(parser):
@@ -71,6 +79,14 @@ def add_arguments(parser):
         "(default: the --column language, else none)",
     )
     texts.add_argument("--vocab-size", type=int, help="tokenizer size (default: by language)")
+    model = parser.add_argument_group(
+        "new runs: model", "fields of the preset to change (a resumed run keeps its own model)"
+    )
+    for name, help_text in MODEL_FLAGS.items():
+        model.add_argument(
+            f"--{name.replace('_', '-')}", type=float, metavar="RATE",
+            help=f"{help_text} (default: the preset's)",
+        )
     group = parser.add_argument_group("new runs: split and tokenizers")
     group.add_argument(
         "--max-pairs", type=int, help="use only the first N pairs (lm, classify: texts) of the data"
@@ -113,6 +129,16 @@ def run(args):
         prepare_options = dict(
             max_examples=args.max_pairs, split_seed=args.split_seed, vocab_size=args.vocab_size
         )
+    model_overrides = {
+        name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name) is not None
+    }
+    if run_dir.exists():
+        _check_model_unchanged(args.run, run_dir.read_config()["model"], model_overrides)
+    else:  # checked before the split and the tokenizers are written
+        from keras_transformer.models.config import preset
+
+        preset(args.preset or DEFAULT_PRESET, **model_overrides)
+    prepare_options["model_overrides"] = model_overrides
     if data is not None and run_dir.exists():
         print(f"keras-transformer train: {args.run} is an existing run: it keeps its own split; "
               "the corpus options are not used.")
@@ -136,6 +162,19 @@ def run(args):
         f"now at step {result.step} after {result.epochs} epochs (stopped by {result.stopped_by})."
     )
     return 0
+
+
+def _check_model_unchanged(run, stored_model, overrides):
+    """Refuses model flags that differ from what the existing run was built with."""
+    changed = [
+        f"--{name.replace('_', '-')} {value} (the run has {stored_model[name]})"
+        for name, value in overrides.items() if stored_model[name] != value
+    ]
+    if changed:
+        raise ValueError(
+            f"{run} is an existing run: its model cannot change, received {', '.join(changed)}; "
+            "train another model in another folder."
+        )
 
 
 def _dictionary(choice, src, tgt):

@@ -7,6 +7,8 @@ import keras
 import numpy as np
 
 from keras_transformer import cli
+from keras_transformer import DecoderBlock
+from keras_transformer import EncoderBlock
 from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.training.config import TrainingConfig
@@ -92,3 +94,32 @@ def test_resuming_with_another_preset_is_refused(fresh_run):
 
     with pytest.raises(ValueError, match="preset"):
         train(str(fresh_run), TrainingConfig(epochs=1), preset="small", verbose=0)
+
+
+def test_model_flags_set_a_new_runs_dropouts_and_a_resumed_run_keeps_its_model(tmp_path, capsys):
+    run_dir = tmp_path / "dropouts"
+    flags = ["--dropout", "0.2", "--attention-dropout", "0.15", "--activation-dropout", "0.05"]
+    assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", *flags]) == 0
+    stored = read_run_config(run_dir)["model"]
+    assert (stored["dropout"], stored["attention_dropout"], stored["activation_dropout"]) == (
+        0.2, 0.15, 0.05)
+    # The built model's blocks carry the rates (the tiny preset's own are 0, 0, 0).
+    model = keras.saving.load_model(run_dir / "model.keras")
+    blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
+    assert len(blocks) == 4
+    for block in blocks:
+        assert (block.dropout, block.attention_dropout, block.activation_dropout) == (0.2, 0.15, 0.05)
+    capsys.readouterr()
+
+    # The same flags resume; another rate is refused in one line and changes nothing.
+    assert cli.main(["train", "--run", str(run_dir), "--max-steps", "2", "--verbose", "0", *flags]) == 0
+    assert cli.main(["train", "--run", str(run_dir), "--dropout", "0.3", "--verbose", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--dropout 0.3 (the run has 0.2)" in error and "Traceback" not in error
+    assert read_run_config(run_dir)["model"]["dropout"] == 0.2
+
+    # A rate outside [0, 1) is refused before anything is written.
+    bad = tmp_path / "bad"
+    assert cli.main([*TRAIN_ARGS, "--run", str(bad), "--attention-dropout", "1.5"]) == 2
+    assert "attention_dropout" in capsys.readouterr().err
+    assert not bad.exists()
