@@ -69,6 +69,9 @@ def start_decoder(stack, batch_size, max_length, grow=False):
     if embedding.reverse_dtype is not None:
         output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
     signal = ops.cast(stack.positions.position_signal(max_length), embedding.compute_dtype)
+    embedding_rows = embedding.embeddings
+    if stack.positions.scale_embeddings:  # once per search, not once per step
+        embedding_rows = embedding_rows * ops.cast(stack.d_model**0.5, embedding_rows.dtype)
     state = {
         "weights": [block.decoding_weights() for block in stack.blocks],
         "cross_caches": [None] * len(stack.blocks),
@@ -76,7 +79,7 @@ def start_decoder(stack, batch_size, max_length, grow=False):
         "positions": signal,
         # None: the caches grow (`append_search_cache`).
         "cache_indices": None if grow else search_cache_indices(batch_size, stack.num_heads),
-        "embeddings": ops.cast(embedding.embeddings, embedding.compute_dtype),
+        "embeddings": ops.cast(embedding_rows, embedding.compute_dtype),
         "output_kernel": output_kernel,  # (M, V)
     }
     return cache, state
@@ -97,11 +100,9 @@ def decode_token(stack, tokens, index, cache, state):
         `(logits, cache)`: (B, V) float32 logits and the updated cache.
     """
     embedding = stack.embedding
-    # Both tables were read once per search (`start_decoder`): a step gathers rows.
-    x = tf.gather(state["embeddings"], tokens)
-    if stack.positions.scale_embeddings:
-        x = x * ops.cast(stack.d_model**0.5, x.dtype)
-    x = x + tf.gather(state["positions"], index)
+    # Both tables were read (the embeddings scaled) once per search (`start_decoder`):
+    # a step gathers rows.
+    x = tf.gather(state["embeddings"], tokens) + tf.gather(state["positions"], index)
     growing = state["cache_indices"] is None
     if growing:
         # After this step's append the cache holds positions 0 .. index: all of them
