@@ -43,7 +43,7 @@ def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
         logits: (..., V) float logits.
 
     Returns:
-        (..., V) float32 log-probabilities, with PAD and BOS at `NEG_INF`.
+        (..., V) float32 log-probabilities, with PAD and BOS at about `NEG_INF`.
     """
     logits = tf.cast(logits, tf.float32)
     vocab_size = logits.shape[-1]
