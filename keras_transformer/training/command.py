@@ -101,6 +101,11 @@ def add_arguments(parser):
         "split when the word occurs in a training source; auto: the dictionary shipped for the "
         "language pair, if any (zh-en: data/cc-cedict, CC BY-SA 4.0) (default: auto)",
     )
+    group.add_argument(
+        "--dictionary-tag", action="store_true",
+        help="mark the dictionary's words with a tag of their own, so that the model learns "
+        "glosses apart from sentences (tagged data; sentences to translate never carry it)",
+    )
 
 
 def run(args):
@@ -123,7 +128,13 @@ def run(args):
             target_vocab_size=args.target_vocab_size,
             joint_vocabulary=args.joint_vocabulary,
             dictionary=_dictionary(args.dictionary, src, tgt),
+            dictionary_tag=args.dictionary_tag,
         )
+        if args.dictionary_tag and prepare_options["dictionary"] is None:
+            raise ValueError(
+                f"--dictionary-tag needs a dictionary; {src}→{tgt} has none bundled "
+                "(--dictionary TSV names one)."
+            )
     else:
         data = text_data(args, task)
         prepare_options = dict(
@@ -203,7 +214,8 @@ def text_data(args, task):
     from keras_transformer.data.corpus import text_column
 
     _refuse(args, ("source_file", "target_file", "src", "tgt", "src_column", "tgt_column",
-                   "source_vocab_size", "target_vocab_size", "joint_vocabulary"), task)
+                   "source_vocab_size", "target_vocab_size", "joint_vocabulary", "dictionary_tag"),
+            task)
     if task == "lm":
         _refuse(args, ("label_column", "text_column"), task)
         column, language = text_column(args.column)

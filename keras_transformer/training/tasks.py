@@ -99,6 +99,7 @@ def prepare_run(
     target_vocab_size=None,
     joint_vocabulary=False,
     dictionary=None,
+    dictionary_tag=False,
     model_overrides=None,
 ):
     """Splits the corpus, trains the tokenizers and writes `config.json`.
@@ -123,6 +124,8 @@ def prepare_run(
         dictionary: path of a dictionary TSV (`keras_transformer.data.dictionary`):
             its entries whose word occurs in a training source sentence join the
             training split (never validation or test).
+        dictionary_tag: mark those entries' sources with `DICTIONARY_TAG`, so that
+            the model learns glosses apart from sentences.
         model_overrides: TransformerConfig fields to change from the preset.
 
     Returns:
@@ -168,6 +171,10 @@ def prepare_run(
         dictionary_pairs = entries_in(
             read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
         )
+        if dictionary_tag:
+            from keras_transformer.data.dictionary import tagged
+
+            dictionary_pairs = tagged(dictionary_pairs)
         split = dataclasses.replace(split, train=split.train + dictionary_pairs)
     for part in ("train", "validation", "test"):
         run.write_split(part, getattr(split, part))
@@ -219,7 +226,8 @@ def prepare_run(
             "target_tokenizer": os.path.basename(target_path),
             "joint_vocabulary": bool(joint_vocabulary),
             "dictionary": None if dictionary is None else {
-                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs)},
+                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
+                "tagged": bool(dictionary_tag)},
             "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
             "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
         },

@@ -94,3 +94,42 @@ def test_train_dictionary_option_auto_none_and_file():
     assert _dictionary("auto", "de", "en") is None and bundled_dictionary("de", "en") is None
     assert _dictionary("none", "zh", "en") is None
     assert _dictionary("my.tsv", "de", "en") == "my.tsv"
+
+
+def test_dictionary_tag_marks_the_dictionary_words_and_nothing_else(tmp_path):
+    from keras_transformer.constants import UNK_ID
+    from keras_transformer.data.dictionary import DICTIONARY_TAG
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.runs import RunDir
+    from keras_transformer.training.trainer import prepare_run
+
+    dictionary = write(tmp_path / "d.tsv", "zh\ten\n我\tI\n你\tyou\n")
+    options = dict(max_pairs=400, source_vocab_size=400, target_vocab_size=250)
+    prepare_run(str(tmp_path / "plain"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
+                dictionary=str(dictionary), **options)
+    prepare_run(str(tmp_path / "tagged"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
+                dictionary=str(dictionary), dictionary_tag=True, **options)
+    plain, tagged_run = RunDir(str(tmp_path / "plain")), RunDir(str(tmp_path / "tagged"))
+    for part in ("validation", "test"):
+        assert tagged_run.read_split(part) == plain.read_split(part)
+    (plain_sources, targets), (sources, tagged_targets) = plain.read_split("train"), tagged_run.read_split("train")
+    assert tagged_targets == targets
+    assert sources[-2:] == [DICTIONARY_TAG + "我", DICTIONARY_TAG + "你"]
+    assert sources[:-2] == plain_sources[:-2] and not any(DICTIONARY_TAG in s for s in sources[:-2])
+    config = json.loads((tmp_path / "tagged" / "config.json").read_text())["data"]["dictionary"]
+    assert config["tagged"] is True and config["pairs"] == 2
+    # The source tokenizer keeps the tag as a piece of its own meaning, not as unknown.
+    tokenizer = SubwordTokenizer.from_file(tmp_path / "tagged" / "source.model")
+    ids = tokenizer.tokenize([DICTIONARY_TAG + "我"])
+    assert UNK_ID not in ids.flat_values.numpy().tolist()
+    assert tokenizer.detokenize(ids).numpy()[0].decode() == DICTIONARY_TAG + "我"
+
+
+def test_dictionary_tag_needs_a_dictionary(tmp_path, capsys):
+    from keras_transformer import cli
+
+    arguments = ["train", "--run", str(tmp_path / "r"), "--data", str(DEFAULT_CMN_ENG_PATH),
+                 "--src", "zh", "--tgt", "en", "--dictionary", "none", "--dictionary-tag"]
+    assert cli.main(arguments) == 2
+    assert "--dictionary-tag needs a dictionary" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
