@@ -132,8 +132,8 @@ def run(args):
         )
         if args.dictionary_tag and prepare_options["dictionary"] is None:
             raise ValueError(
-                f"--dictionary-tag needs a dictionary; {src}→{tgt} has none bundled "
-                "(--dictionary TSV names one)."
+                f"--dictionary-tag needs a dictionary, and --dictionary {args.dictionary} gives "
+                f"none for {src}→{tgt}; name one with --dictionary TSV."
             )
     else:
         data = text_data(args, task)
