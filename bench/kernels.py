@@ -8,10 +8,13 @@ per-op overhead counts as it does in a search.
 - the output projection (B, M) → (B, V) logits: the kernel laid out (M, V) once per
   search (what `models.incremental` does) versus the tied embedding table (V, M)
   multiplied with `transpose_b` (the step before issue 18), for V = 8,000.
-- attention of one query over a 32-position cache (`attend_token`: two batched
-  matmuls and `ops.attention.attention_weights`, the fused softmax kernel) versus
-  two candidates measured for issue 18 and rejected: elementwise products summed
-  over D and L, and the same matmuls with softmax spelled as max/exp/sum/divide.
+- attention of one query over a 32-position cache (`attend_token`, i.e.
+  `ops.attention.attend_one_query`: elementwise products summed over D and L, softmax
+  as exp(log_softmax)) versus what the step ran before, two batched matmuls around
+  the fused softmax kernel, and a rejected candidate, the same matmuls with softmax
+  spelled as max/exp/sum/divide. Alone in a chain these kernels rank differently
+  from one machine to the next; inside a whole search (`decoding`) the products win
+  where TensorFlow runs matmuls through oneDNN (bench/README.md).
 - the key/value cache's layout in graph mode: caches that grow by a position per
   step (`SequenceSearch`'s default without XLA) versus caches preallocated for the
   longest row (XLA's layout, and graph mode's before), whole searches of the
@@ -63,8 +66,16 @@ def run(results, quick=False):
 
 
 def attend_as_the_step_does(query, keys, values, mask):
-    """What `MultiHeadSelfAttention.attend_token` runs: two batched matmuls around
-    `ops.attention.attention_weights` (the fused softmax kernel)."""
+    """What `MultiHeadSelfAttention.attend_token` runs (`ops.attention.attend_one_query`):
+    elementwise products summed over D and L, softmax as exp(log_softmax)."""
+    from keras_transformer.ops.attention import attend_one_query
+
+    return attend_one_query(query, keys, values, mask[..., 0, :])[:, :, None, :]
+
+
+def attend_by_batched_matmuls(query, keys, values, mask):
+    """The step before 2026-12-02 (session 9): two batched matmuls around the fused
+    softmax kernel (`ops.attention.attention_weights`)."""
     import tensorflow as tf
 
     from keras_transformer.ops.attention import attention_weights
@@ -73,31 +84,16 @@ def attend_as_the_step_does(query, keys, values, mask):
     return tf.matmul(tf.cast(weights, values.dtype), values)
 
 
-def _spelled_out_softmax(scores, mask):
+def attend_with_spelled_out_softmax(query, keys, values, mask):
+    """Candidate: the batched matmuls with softmax as max, exp, sum and divide."""
     import tensorflow as tf
 
     from keras_transformer.ops.attention import MASK_VALUE
 
-    scores = tf.where(mask, tf.cast(scores, tf.float32), MASK_VALUE)
+    scores = tf.where(mask, tf.cast(tf.matmul(query, keys, transpose_b=True), tf.float32),
+                      MASK_VALUE)
     exponentials = tf.exp(scores - tf.reduce_max(scores, axis=-1, keepdims=True))
-    return exponentials / tf.reduce_sum(exponentials, axis=-1, keepdims=True)
-
-
-def attend_by_products(query, keys, values, mask):
-    """Candidate: elementwise products summed over D, then over L (no matmul)."""
-    import tensorflow as tf
-
-    scores = tf.reduce_sum(query * keys, axis=-1)[:, :, None, :]  # (B, H, 1, L)
-    weights = tf.reshape(_spelled_out_softmax(scores, mask), tf.shape(keys)[:-1])
-    return tf.reduce_sum(weights[..., None] * values, axis=-2, keepdims=True)
-
-
-def attend_with_spelled_out_softmax(query, keys, values, mask):
-    """Candidate: the step's matmuls with softmax as max, exp, sum and divide."""
-    import tensorflow as tf
-
-    weights = _spelled_out_softmax(tf.matmul(query, keys, transpose_b=True), mask)
-    return tf.matmul(weights, values)
+    return tf.matmul(exponentials / tf.reduce_sum(exponentials, axis=-1, keepdims=True), values)
 
 
 def _chained_seconds(kernels, first_input, repeats):
@@ -155,8 +151,8 @@ def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):
     # Half the cache written, as in the middle of a search.
     mask = tf.constant(np.arange(CACHE_LENGTH) < CACHE_LENGTH // 2)[None, None, None, :]
     kernels = {
-        "batched matmuls, fused softmax (ours)": attend_as_the_step_does,
-        "elementwise products (rejected)": attend_by_products,
+        "elementwise products, exp(log_softmax) (ours)": attend_as_the_step_does,
+        "batched matmuls, fused softmax (before)": attend_by_batched_matmuls,
         "batched matmuls, elementwise softmax (rejected)": attend_with_spelled_out_softmax,
     }
     seconds = _chained_seconds(

@@ -14,7 +14,7 @@ from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
-from keras_transformer.ops.attention import attention_weights
+from keras_transformer.ops.attention import attend_one_query
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.cache import update_cache
 from keras_transformer.ops.masks import compute_attention_mask
@@ -242,18 +242,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query: (B, H, 1, D) from `project_token` (already scaled by 1/√D).
             keys: (B, H, L, D).
             values: (B, H, L, D).
-            mask: booleans broadcastable to (B, H, 1, L), True where a key is
-                visible (`cache_token_mask`, or the source padding mask).
+            mask: booleans broadcastable to (B, H, L), True where a key is visible
+                (`cache_token_mask`, or the source padding mask as (B, 1, S)).
             weights: from `decoding_weights`.
 
         Returns:
             (B, M) outputs.
         """
-        scores = tf.matmul(query, keys, transpose_b=True)  # (B, H, 1, L)
-        attention = attention_weights(scores, mask, self.normalize)  # the one formula
-        attended = tf.matmul(tf.cast(attention, values.dtype), values)  # (B, H, 1, D)
+        attended = attend_one_query(query, keys, values, mask, self.normalize)  # (B, H, D)
         outputs = tf.matmul(
-            tf.reshape(attended, (-1, self.num_heads * self.head_dim)), weights["output_kernel"]
+            tf.reshape(tf.cast(attended, self.compute_dtype), (-1, self.num_heads * self.head_dim)),
+            weights["output_kernel"],
         )
         if weights["output_bias"] is not None:
             outputs = tf.nn.bias_add(outputs, weights["output_bias"])

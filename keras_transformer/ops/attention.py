@@ -14,11 +14,11 @@ from keras_transformer.ops.choices import NORMALIZATIONS  # noqa: F401 (re-expor
 MASK_VALUE = -1e9
 
 
-def attention_weights(scores, mask=None, normalize="softmax"):
+def attention_weights(scores, mask=None, normalize="softmax", fused_softmax=True):
     """Normalises attention scores into weights: the masking and softmax (or ReLU) step.
 
     Shared by the full pass (`scaled_dot_product_attention`) and the one-token
-    decoding step (`MultiHeadSelfAttention.attend_token`).
+    decoding step (`attend_one_query`).
 
     Args:
         scores: (..., T, S) scores Q Kᵀ / √D, any float dtype.
@@ -27,6 +27,9 @@ def attention_weights(scores, mask=None, normalize="softmax"):
         normalize: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
             positions contribute zero and n counts the keys the query may see
             (ReLU attention, Wortsman et al., 2023).
+        fused_softmax: run softmax as the one `Softmax` kernel; False spells it as
+            `exp(log_softmax)`, the same numbers, for the decoding step's tiny rows,
+            which the fused kernel serves slowly through oneDNN (`attend_one_query`).
 
     Returns:
         (..., T, S) float32 weights.
@@ -36,6 +39,8 @@ def attention_weights(scores, mask=None, normalize="softmax"):
     if normalize == "softmax":
         if mask is not None:
             scores = ops.where(mask, scores, MASK_VALUE)
+        if not fused_softmax:
+            return ops.exp(ops.log_softmax(scores, axis=-1))
         return ops.softmax(scores, axis=-1)
     if normalize == "relu":
         weights = ops.relu(scores)
@@ -90,3 +95,31 @@ def scaled_dot_product_attention(
         attended = dropout_layer(weights, training=training)
     outputs = ops.einsum("bhts,bhsd->bhtd", attended, value)
     return outputs, weights
+
+
+def attend_one_query(query, keys, values, mask=None, normalize="softmax"):
+    """softmax(q Kᵀ) V for one query per row and head: the decoding step's attention.
+
+    With one query the two products are matrix-vector products, so they are spelled
+    as elementwise products summed over D, then over L, and the softmax as
+    `exp(log_softmax)`: cheap elementwise kernels, where `BatchMatMulV2` and
+    `Softmax` on rows this small cost tens of microseconds each in thread hand-offs
+    when TensorFlow runs them through oneDNN (its default on CPUs with AVX-512 VNNI;
+    bench/README.md, "Matrix-vector attention").
+
+    Args:
+        query: (B, H, 1, D), already scaled by 1/√D.
+        keys: (B, H, L, D).
+        values: (B, H, L, D).
+        mask: optional booleans broadcastable to (B, H, L), True where a key is visible.
+        normalize: as in `attention_weights`.
+
+    Returns:
+        (B, H, D) float32 outputs.
+    """
+    # In float32 whatever the compute dtype, as a matmul accumulates (the casts are
+    # no ops for a float32 model).
+    query, keys, values = (ops.cast(x, "float32") for x in (query, keys, values))
+    scores = ops.sum(query * keys, axis=-1)  # (B, H, L)
+    weights = attention_weights(scores, mask, normalize, fused_softmax=False)
+    return ops.sum(weights[..., None] * values, axis=-2)

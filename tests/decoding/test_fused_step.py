@@ -160,3 +160,17 @@ def test_beam_search_reorders_every_layer_cache_with_its_beam():
         log_probs = np.asarray(next_token_log_probs(logits))
         expected = np.take_along_axis(log_probs, tokens[:, beam, :, None], -1)[..., 0].sum(-1)
         np.testing.assert_allclose(result["scores"][:, beam], expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam_search"])
+def test_a_step_attends_by_products_not_batched_matmuls_or_the_fused_softmax(method):
+    # Through oneDNN a batched matmul or softmax on one query's tiny rows costs tens
+    # of microseconds of thread hand-offs (bench/README.md): the step must not run them.
+    from bench.decoding import step_op_counts
+
+    keras.utils.set_random_seed(0)
+    model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
+    counts = step_op_counts(SequenceSearch(model, max_length=7), method)
+    assert counts["BatchMatMulV2"] == counts["Softmax"] == 0, counts
+    # One exp(log_softmax) per attention (self and cross, per layer), one for the vocabulary.
+    assert counts["LogSoftmax"] == 2 * model.config.num_decoder_layers + 1, counts
