@@ -225,15 +225,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def project_token(self, x, weights):
         """Projects (B, M) rows: queries (B, H, 1, D), and for self-attention the
-        new keys and values (B, 2, H, 1, D) (already in the cache's layout)."""
+        new keys and values, each (B, H, 1, D) (None for cross-attention)."""
         projected = tf.matmul(x, weights["input_kernel"])
         if weights["input_bias"] is not None:
             projected = tf.nn.bias_add(projected, weights["input_bias"])
-        parts = 1 if self.is_cross_attention else 3
-        projected = tf.reshape(projected, (-1, parts, self.num_heads, 1, self.head_dim))
         if self.is_cross_attention:
-            return projected[:, 0], None
-        return projected[:, 0], projected[:, 1:]
+            return tf.reshape(projected, (-1, self.num_heads, 1, self.head_dim)), None
+        projected = tf.reshape(projected, (-1, 3, self.num_heads, 1, self.head_dim))
+        query, keys, values = tf.unstack(projected, axis=1)  # one op, three views
+        return query, (keys, values)
 
     def attend_token(self, query, keys, values, mask, weights):
         """Attention of one query per row over prepared keys and values.

@@ -118,8 +118,8 @@ class DecoderBlock(TransformerBlock):
         Args:
             x: (B, M) the stream at the current position.
             weights: from `decoding_weights`.
-            write_cache: function that takes this step's keys and values
-                (B, 2, H, 1, D), writes them into this block's self-attention cache
+            write_cache: function that takes this step's keys and values, each
+                (B, H, 1, D), writes them into this block's self-attention cache
                 and returns the cache's keys and values, each (B, H, L, D).
             cross_cache: (keys, values) of the encoder output, each (B, H, S, D);
                 None without cross-attention.
@@ -163,10 +163,10 @@ class DecoderBlock(TransformerBlock):
             return x if self.norm_first else normalize(x, name)
 
         attention = self.self_attention
-        query, key_value = attention.project_token(
+        query, new_keys_values = attention.project_token(
             sublayer_input(x, "self_attention_norm"), weights["self_attention"]
         )
-        keys, values = write_cache(key_value)
+        keys, values = write_cache(*new_keys_values)
         attended = attention.attend_token(query, keys, values, self_mask, weights["self_attention"])
         x = add_and_norm(x, attended, "self_attention_norm")
 

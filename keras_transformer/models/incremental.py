@@ -122,12 +122,14 @@ def decode_token(stack, tokens, index, cache, state):
                 else attention.cache_token_mask(index, cache_length)
             )
 
-        def write_cache(update, layer=layer):
+        def write_cache(new_keys, new_values, layer=layer):
             if growing:
-                cache[layer], keys, values = append_search_cache(cache[layer], update)
+                cache[layer], keys, values = append_search_cache(
+                    cache[layer], new_keys, new_values
+                )
             else:
                 cache[layer], keys, values = write_search_cache(
-                    cache[layer], update, state["cache_indices"] + offset
+                    cache[layer], new_keys, new_values, state["cache_indices"] + offset
                 )
             return keys, values
 
