@@ -28,8 +28,9 @@ def attention_weights(scores, mask=None, normalize="softmax", fused_softmax=True
             positions contribute zero and n counts the keys the query may see
             (ReLU attention, Wortsman et al., 2023).
         fused_softmax: run softmax as the one `Softmax` kernel; False spells it as
-            `exp(log_softmax)`, the same weights up to rounding, for the decoding step's tiny rows,
-            which the fused kernel serves slowly through oneDNN (`attend_one_query`).
+            `exp(log_softmax)`, the same weights up to rounding, for the decoding
+            step's tiny rows, which the fused kernel serves slowly through oneDNN
+            (`attend_one_query`).
 
     Returns:
         (..., T, S) float32 weights.
