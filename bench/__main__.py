@@ -26,7 +26,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.common import Results  # noqa: E402
 from bench.common import machine  # noqa: E402
-from bench.common import use_intra_op_threads  # noqa: E402
+from bench.common import THREAD_POOLS  # noqa: E402
+from bench.common import use_threads  # noqa: E402
 from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
 from keras_transformer.data.corpus import pair_files  # noqa: E402
 
@@ -59,9 +60,9 @@ def parse_args(argv=None):
                         help="timed training steps per design (default 12, --quick 3; profile: 8)")
     parser.add_argument("--serving-preset", default="small",
                         help="model preset of the serving benchmark (default small)")
-    parser.add_argument("--intra-op-threads", type=int, default=0,
-                        help="TensorFlow's threads per op (default 0: TensorFlow's choice, one a "
-                        "core); TF Serving's --tensorflow_intra_op_parallelism")
+    for name, (_, help_text) in THREAD_POOLS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=0, metavar="N",
+                            help=f"TensorFlow's {help_text} (default 0: TensorFlow's choice)")
     parser.add_argument("--output", default="bench/results/latest.json")
     # The same corpus options as `keras-transformer train` and `evaluate`, from one reader.
     add_pair_arguments(parser, data_help="the training, export and serving benchmarks' corpus "
@@ -70,8 +71,10 @@ def parse_args(argv=None):
     unknown = [name for name in args.names if name not in BENCHMARKS + ON_REQUEST]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS + ON_REQUEST}")
-    if args.intra_op_threads < 0:
-        parser.error(f"--intra-op-threads must be >= 0; received {args.intra_op_threads}")
+    for name in THREAD_POOLS:
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0; received "
+                         f"{getattr(args, name)}")
     return args
 
 
@@ -84,7 +87,7 @@ def main(argv=None):
     from bench.training import use_corpus
 
     use_corpus(pairs)
-    use_intra_op_threads(args.intra_op_threads)
+    use_threads(vars(args))
     options = {
         "quick": args.quick,
         "preset": args.preset,
@@ -94,7 +97,7 @@ def main(argv=None):
         "baseline_batch_size": args.baseline_batch_size,
         "steps": args.steps,
         "serving_preset": args.serving_preset,
-        "intra_op_threads": args.intra_op_threads,
+        **{name: getattr(args, name) for name in THREAD_POOLS},
         "data": pairs.describe() if pairs else "data/cmn-eng/cmn.txt (zh→en)",
     }
     results = Results(options)

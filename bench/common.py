@@ -16,13 +16,25 @@ def jit_modes(options, default="both"):
     return XLA_MODES[options.get("xla", default)]
 
 
-def use_intra_op_threads(threads):
-    """Sets TensorFlow's threads per op before any op runs (0 keeps TensorFlow's
-    choice): `--intra-op-threads`, TF Serving's --tensorflow_intra_op_parallelism."""
-    if threads:
-        import tensorflow as tf
+# The command line's thread options: TensorFlow's setter and TF Serving's flag.
+THREAD_POOLS = {
+    "intra_op_threads": ("set_intra_op_parallelism_threads",
+                         "intra-op threads (one op's threads); TF Serving's "
+                         "--tensorflow_intra_op_parallelism"),
+    "inter_op_threads": ("set_inter_op_parallelism_threads",
+                         "inter-op threads (ops run at once); TF Serving's "
+                         "--tensorflow_inter_op_parallelism"),
+}
 
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+def use_threads(options):
+    """Sets TensorFlow's thread pools before any op runs, from `options` (a dict with
+    the `THREAD_POOLS` keys; 0 or absent keeps TensorFlow's choice, one a core)."""
+    import tensorflow as tf
+
+    for name, (setter, _) in THREAD_POOLS.items():
+        if options.get(name):
+            getattr(tf.config.threading, setter)(options[name])
 
 
 def machine():

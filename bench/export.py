@@ -148,6 +148,7 @@ def _measure(exports, sentences, rounds, batch_rounds):
 
 
 def run(results, quick=False, new_tokens=32):
+    from bench.common import THREAD_POOLS
     from bench.common import jit_modes
     from bench.training import corpus_and_tokenizers
 
@@ -161,7 +162,7 @@ def run(results, quick=False, new_tokens=32):
         exports = _export_all(folder, preset, new_tokens, xla_modes)
         job = {"exports": exports, "sentences": sentences, "rounds": rounds,
                "batch_rounds": batch_rounds,
-               "intra_op_threads": options.get("intra_op_threads", 0)}
+               **{name: options.get(name, 0) for name in THREAD_POOLS}}
         # A fresh process, as a server that loads the SavedModel and nothing else.
         completed = subprocess.run(
             [sys.executable, "-m", "bench.export"], input=json.dumps(job), text=True,
@@ -193,8 +194,8 @@ def run(results, quick=False, new_tokens=32):
 
 if __name__ == "__main__":
     job = json.loads(sys.stdin.read())
-    from bench.common import use_intra_op_threads
+    from bench.common import use_threads
 
-    use_intra_op_threads(job["intra_op_threads"])  # as a server's flag sets it
+    use_threads(job)  # as a server's flags set them
     print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
                               job["batch_rounds"])))
