@@ -232,7 +232,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if self.is_cross_attention:
             return tf.reshape(projected, (-1, self.num_heads, 1, self.head_dim)), None
         projected = tf.reshape(projected, (-1, 3, self.num_heads, 1, self.head_dim))
-        query, keys, values = tf.unstack(projected, axis=1)  # one op, three views
+        query, keys, values = tf.unstack(projected, axis=1)  # one op, three outputs
         return query, (keys, values)
 
     def attend_token(self, query, keys, values, mask, weights):

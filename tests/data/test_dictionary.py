@@ -112,7 +112,8 @@ def test_dictionary_tag_marks_the_dictionary_words_and_nothing_else(tmp_path):
     plain, tagged_run = RunDir(str(tmp_path / "plain")), RunDir(str(tmp_path / "tagged"))
     for part in ("validation", "test"):
         assert tagged_run.read_split(part) == plain.read_split(part)
-    (plain_sources, targets), (sources, tagged_targets) = plain.read_split("train"), tagged_run.read_split("train")
+    plain_sources, targets = plain.read_split("train")
+    sources, tagged_targets = tagged_run.read_split("train")
     assert tagged_targets == targets
     assert sources[-2:] == [DICTIONARY_TAG + "我", DICTIONARY_TAG + "你"]
     assert sources[:-2] == plain_sources[:-2] and not any(DICTIONARY_TAG in s for s in sources[:-2])
