@@ -21,6 +21,13 @@ per-op overhead counts as it does in a search.
   preset's model, greedy and beam 4, batch 1 and 32, for 32 tokens (the cache
   exactly as long as the output) and for the default limit of a 20-token source,
   20 + 50 = 70 tokens.
+- a greedy step against its floor: the step's matmuls alone (every projection with
+  its bias, the feed-forward network, the layer norms and the output projection with
+  its argmax, chained as in a step, with no attention, cache or search bookkeeping),
+  on the preset's model at batch 1 and 32. The search's step is the slope of whole
+  searches, (33 tokens - 1 token) / 32, so the encoder and the once-per-search
+  preparation drop out. What no change to the step's other ops can beat: the
+  decoding ratio's ceiling on this machine (bench/README.md).
 - where a greedy step's time goes: kernel time per op type (`tf.profiler`) of a
   32-token greedy search with the preset's model, batch 1 and 32, per step (on 2
   cores two kernels may run at once, and the profiler adds its own cost, so the
@@ -57,6 +64,7 @@ def run(results, quick=False):
     for batch_size in (1, 8, 32):
         _time_attention(results, batch_size, config.num_heads, head_dim, dtype, repeats)
     _time_cache_layouts(results, preset, precision, repeats)
+    _time_step_floor(results, preset, precision, repeats)
     _profile_greedy_step(results, preset, precision)
 
 
@@ -197,6 +205,88 @@ def _time_cache_layouts(results, preset, precision, repeats):
                 results.add("kernels", case, "caches growing a position per step (ours), per search",
                             growing * 1e3, "ms", ratio=preallocated / growing,
                             baseline="preallocated caches")
+
+
+def matmul_floor_step(stack, weights):
+    """One step of a decoder's matmuls alone: (B, M) rows → the next rows.
+
+    Args:
+        stack: the model's `DecoderStack`.
+        weights: `[block.decoding_weights() for block in stack.blocks]`, read once.
+
+    Returns:
+        A function (B, M) → (B, M): every projection of `decode_token` with its
+        bias, the feed-forward network, a layer norm after each sub-layer and the
+        output projection with its argmax, the chosen rows' embeddings fed back.
+    """
+    import tensorflow as tf
+
+    table = stack.embedding.embeddings
+    output_kernel = tf.transpose(table) if stack.embedding.tie_weights else (
+        stack.embedding.reverse_embeddings)
+    width = stack.d_model
+
+    def dense(x, kernel, bias):
+        x = tf.matmul(x, kernel)
+        return x if bias is None else tf.nn.bias_add(x, bias)
+
+    def add_and_norm(x, y):
+        x = x + y
+        centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+        return centered * tf.math.rsqrt(variance + 1e-6)
+
+    def step(x):
+        for block in weights:
+            attentions = [block["self_attention"], block["cross_attention"]]
+            for attention in filter(None, attentions):
+                # The projection's first M columns stand in for the attention's output.
+                projected = dense(x, attention["input_kernel"], attention["input_bias"])
+                x = add_and_norm(x, dense(projected[:, :width], attention["output_kernel"],
+                                          attention["output_bias"]))
+            (inner, inner_bias, activation), (outer, outer_bias, _) = block["feed_forward"]
+            hidden = activation(dense(x, inner, inner_bias))
+            x = add_and_norm(x, dense(hidden, outer, outer_bias))
+        if stack.output_norm is not None:
+            x = stack.output_norm(x)
+        logits = tf.matmul(x, output_kernel)
+        return tf.gather(table, tf.argmax(logits, axis=-1, output_type=tf.int32))
+
+    return step
+
+
+def _time_step_floor(results, preset, precision, repeats):
+    import tensorflow as tf
+
+    from keras_transformer.decoding import SequenceSearch
+
+    model = random_translator(preset, precision, vocab_size=VOCABULARY)
+    never = 10**6  # an end token outside the vocabulary: every row runs to its limit
+    search = SequenceSearch(model, max_length=NEW_TOKENS + 1, eos_id=never)
+    stack = model.decoder_stack
+    step = matmul_floor_step(stack, [block.decoding_weights() for block in stack.blocks])
+    rng = np.random.default_rng(0)
+    for batch_size in (1, 32):
+        source = rng.integers(4, VOCABULARY, size=(batch_size, 20)).astype("int32")
+        rows = tf.constant(rng.normal(size=(batch_size, stack.d_model)), model.compute_dtype)
+        floor = tf.function(lambda rows: tf.while_loop(
+            lambda index, x: index < NEW_TOKENS, lambda index, x: (index + 1, step(x)),
+            (tf.constant(0), rows))[1])
+        one, many, floor_seconds = time_interleaved(
+            [lambda: search.greedy(source, 1)["tokens"].numpy(),
+             lambda: search.greedy(source, NEW_TOKENS + 1)["tokens"].numpy(),
+             lambda: floor(rows).numpy()],
+            repeats=repeats,
+        )
+        step_ms = (many - one) / NEW_TOKENS * 1e3
+        floor_ms = floor_seconds / NEW_TOKENS * 1e3
+        case = f"{preset}, greedy, batch {batch_size}, {precision}"
+        results.add("kernels", case, "a step of the search ((33 tokens - 1 token) / 32)",
+                    step_ms, "ms")
+        results.add("kernels", case, "the step's matmuls alone (the floor)", floor_ms, "ms",
+                    ratio=step_ms / floor_ms, baseline="the search's step")
+        results.add("kernels", case, "once per search (encoder, preparation, 1 token)",
+                    one * 1e3, "ms")
 
 
 def _profile_greedy_step(results, preset, precision):

@@ -258,7 +258,7 @@ class Seq2SeqTransformer(keras.Model):
                 tf.repeat(x, repeats, axis=0) for x in (encoder_outputs, encoder_padding_mask)
             )
         batch_size = tf.shape(encoder_outputs)[0]
-        cache, state = start_decoder(self._decoder_stack(), batch_size, max_length, grow)
+        cache, state = start_decoder(self.decoder_stack, batch_size, max_length, grow)
         cross_caches = []
         for block in layers.decoder_blocks:
             keys_values = block.compute_cross_attention_cache(encoder_outputs)
@@ -268,7 +268,9 @@ class Seq2SeqTransformer(keras.Model):
         state["cross_mask"] = tf.cast(encoder_padding_mask, tf.bool)[:, None, :]
         return cache, state
 
-    def _decoder_stack(self):
+    @property
+    def decoder_stack(self):
+        """The decoder's layers as a `DecoderStack` (what `decode_token` runs)."""
         layers = self.transformer_layers
         return DecoderStack(
             embedding=layers.target_embedding,
@@ -292,7 +294,7 @@ class Seq2SeqTransformer(keras.Model):
         Returns:
             `(logits, cache)`: (B, V) float32 logits and the updated cache.
         """
-        return decode_token(self._decoder_stack(), tokens, index, cache, state)
+        return decode_token(self.decoder_stack, tokens, index, cache, state)
 
     def attention_weights(self, encoder_tokens, decoder_tokens):
         """Every attention map of a teacher-forced pass, for plots and the web page.

@@ -21,3 +21,31 @@ def test_attention_candidates_equal_the_full_formula_for_one_query():
         outputs = kernel(scaled, keys, values, visible[:, None, None, :])
         np.testing.assert_allclose(np.asarray(outputs), np.asarray(expected), atol=1e-5,
                                    err_msg=kernel.__name__)
+
+
+def test_the_matmul_floor_runs_the_matmuls_of_a_step():
+    import collections
+
+    import tensorflow as tf
+
+    from bench.decoding import step_op_counts
+    from keras_transformer.decoding import SequenceSearch
+    from keras_transformer.models import build_transformer
+
+    model = build_transformer("tiny", source_vocab_size=40, target_vocab_size=30,
+                              num_decoder_layers=2)
+    stack = model.decoder_stack
+    step = kernels.matmul_floor_step(stack, [block.decoding_weights() for block in stack.blocks])
+    rows = tf.zeros((3, stack.d_model))
+    graph = tf.function(step).get_concrete_function(rows).graph
+    floor_shapes = collections.Counter(
+        tuple(operation.inputs[1].shape) for operation in graph.get_operations()
+        if operation.type == "MatMul"
+    )
+    # Every (M, ·) kernel a step multiplies by, as many times as a step does.
+    search = SequenceSearch(model, max_length=4)
+    step_matmuls = step_op_counts(search, "greedy")["MatMul"]
+    assert sum(floor_shapes.values()) == step_matmuls
+    width, vocabulary = stack.d_model, 30
+    assert floor_shapes[(width, vocabulary)] == 1  # the output projection
+    assert step(rows).shape == (3, width)
