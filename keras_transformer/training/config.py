@@ -22,6 +22,7 @@ import dataclasses
 DEFAULT_WARMUP_STEPS = 250  # why these values: keras_transformer/training/schedule.py
 DEFAULT_SCALE = 0.3
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
+LR_DECAYS = ("rsqrt", "linear")  # after the warmup: keras_transformer/training/schedule.py
 
 
 def _save_freq(text):
@@ -83,6 +84,10 @@ def _freq(value):
     return None if _positive_int(value) is None else "'epoch' or a positive integer"
 
 
+def _lr_decay(value):
+    return None if value in LR_DECAYS else f"one of {list(LR_DECAYS)}"
+
+
 def _flag_or_none(value):
     return None if value is None or isinstance(value, bool) else "true, false or unset (None: by device)"
 
@@ -121,6 +126,11 @@ class TrainingConfig:
     )
     lr_scale: float = _setting(
         DEFAULT_SCALE, "learning-rate schedule factor", check=_positive_number
+    )
+    lr_decay: str = _setting(
+        "rsqrt", "learning-rate decay after the warmup: rsqrt (the paper's) or linear (to 0 "
+        "at --max-steps, which it needs)",
+        choices=LR_DECAYS, check=_lr_decay,
     )
     label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
     subword_sampling: float | None = _setting(
@@ -166,6 +176,13 @@ class TrainingConfig:
                     f"Training setting {field.name} (--{flag_name(field)}) must be {problem}; "
                     f"received {value!r}."
                 )
+        if self.lr_decay == "linear" and (self.max_steps is None
+                                          or self.max_steps <= self.warmup_steps):
+            raise ValueError(
+                "Training setting lr_decay (--lr-decay) linear decays to 0 at --max-steps, so "
+                f"it needs --max-steps above --warmup-steps ({self.warmup_steps}); received "
+                f"max_steps={self.max_steps!r}."
+            )
 
     def to_dict(self):
         """The fields as a JSON-serialisable dict."""

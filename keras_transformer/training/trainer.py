@@ -83,13 +83,16 @@ def read_run_config(run_dir):
     return RunDir(run_dir).read_config()
 
 
-def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precision="none"):
-    """Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule.
+def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precision="none",
+                   lr_decay="rsqrt", total_steps=None):
+    """Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt (or linear) schedule.
 
     Args:
         d_model: model width (the schedule's scale).
         warmup_steps: schedule warmup.
         lr_scale: schedule scale factor.
+        lr_decay: the schedule's decay after the warmup, "rsqrt" or "linear".
+        total_steps: "linear": the step at which the rate reaches 0.
         clipnorm: optional global gradient-norm clip.
         mixed_precision: "mixed_float16" wraps the optimizer in Keras'
             `LossScaleOptimizer` (dynamic loss scaling).
@@ -102,7 +105,8 @@ def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precisi
     from keras_transformer.training.schedule import TransformerSchedule
 
     optimizer = keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=lr_scale),
+        learning_rate=TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=lr_scale,
+                                          decay=lr_decay, total_steps=total_steps),
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
@@ -117,6 +121,8 @@ def compile_model(
     model,
     warmup_steps=TrainingConfig.warmup_steps,
     lr_scale=TrainingConfig.lr_scale,
+    lr_decay=TrainingConfig.lr_decay,
+    total_steps=None,
     clipnorm=None,
     label_smoothing=TrainingConfig.label_smoothing,
     jit_compile=False,
@@ -129,7 +135,8 @@ def compile_model(
 
     Loss: masked label-smoothed cross-entropy; metric: masked token accuracy (a
     translator's; another task passes its own `loss` and `metrics`, from its
-    `Task`); optimizer: see `make_optimizer`.
+    `Task`); optimizer: see `make_optimizer` (`lr_decay` and `total_steps` are its
+    schedule's).
 
     Args:
         d_model: the schedule's width (None: `model.config.d_model`, a
@@ -147,7 +154,8 @@ def compile_model(
 
     model.compile(
         optimizer=make_optimizer(
-            d_model or model.config.d_model, warmup_steps, lr_scale, clipnorm, mixed_precision
+            d_model or model.config.d_model, warmup_steps, lr_scale, clipnorm, mixed_precision,
+            lr_decay, total_steps,
         ),
         loss=loss or MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedTokenAccuracy()] if metrics is None else metrics,
@@ -402,6 +410,8 @@ def train(
                 model,
                 warmup_steps=config.warmup_steps,
                 lr_scale=config.lr_scale,
+                lr_decay=config.lr_decay,
+                total_steps=config.max_steps,
                 clipnorm=config.clipnorm,
                 label_smoothing=config.label_smoothing,
                 jit_compile=jit_compile,

@@ -74,11 +74,18 @@ def test_differences_name_the_flags_one_line_each():
         (dict(clipnorm=0.0), "--clipnorm"),
         (dict(subword_sampling=0.0), "--subword-sampling"),
         (dict(subword_sampling=1.5), "--subword-sampling"),
+        (dict(lr_decay="cosine"), "--lr-decay"),
+        (dict(lr_decay="linear"), "--max-steps"),  # it decays to 0 at --max-steps
+        (dict(lr_decay="linear", max_steps=100, warmup_steps=100), "--max-steps"),
     ],
 )
 def test_bad_values_are_refused_naming_the_flag(changes, flag):
     with pytest.raises(ValueError, match=flag):
         TrainingConfig(**changes)
+
+
+def test_a_linear_decay_with_a_step_budget_is_accepted():
+    assert TrainingConfig(lr_decay="linear", max_steps=300, warmup_steps=100).lr_decay == "linear"
 
 
 def test_stored_dict_round_trips_and_unknown_keys_are_refused():
