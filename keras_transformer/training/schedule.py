@@ -74,7 +74,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps = int(warmup_steps)
         self.scale = float(scale)
         self.decay = decay
-        self.total_steps = None if total_steps is None else int(total_steps)
+        self.total_steps = int(total_steps) if decay == "linear" else None
 
     def __call__(self, step):
         step = ops.cast(step, "float32") + 1.0

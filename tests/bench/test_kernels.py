@@ -42,7 +42,7 @@ def test_the_matmul_floor_runs_the_matmuls_of_a_step():
         tuple(operation.inputs[1].shape) for operation in graph.get_operations()
         if operation.type == "MatMul"
     )
-    # Every (M, ·) kernel a step multiplies by, as many times as a step does.
+    # As many matmuls as the search's step runs, the output projection among them.
     search = SequenceSearch(model, max_length=4)
     step_matmuls = step_op_counts(search, "greedy")["MatMul"]
     assert sum(floor_shapes.values()) == step_matmuls
