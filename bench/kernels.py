@@ -207,23 +207,23 @@ def _time_cache_layouts(results, preset, precision, repeats):
                             baseline="preallocated caches")
 
 
-def matmul_floor_step(stack, weights):
+def matmul_floor_step(stack):
     """One step of a decoder's matmuls alone: (B, M) rows → the next rows.
 
     Args:
         stack: the model's `DecoderStack`.
-        weights: `[block.decoding_weights() for block in stack.blocks]`, read once.
 
     Returns:
         A function (B, M) → (B, M): every projection of `decode_token` with its
         bias, the feed-forward network, a layer norm after each sub-layer and the
-        output projection with its argmax, the chosen rows' embeddings fed back.
+        output projection with its argmax, the chosen rows' embeddings fed back;
+        its kernels prepared once, as a search's (`start_decoder`).
     """
     import tensorflow as tf
 
-    table = stack.embedding.embeddings
-    output_kernel = tf.transpose(table) if stack.embedding.tie_weights else (
-        stack.embedding.reverse_embeddings)
+    from keras_transformer.models.incremental import start_decoder
+
+    _, state = start_decoder(stack, batch_size=1, max_length=1, grow=True)
     width = stack.d_model
 
     def dense(x, kernel, bias):
@@ -237,7 +237,7 @@ def matmul_floor_step(stack, weights):
         return centered * tf.math.rsqrt(variance + 1e-6)
 
     def step(x):
-        for block in weights:
+        for block in state["weights"]:
             attentions = [block["self_attention"], block["cross_attention"]]
             for attention in filter(None, attentions):
                 # The projection's first M columns stand in for the attention's output.
@@ -249,8 +249,8 @@ def matmul_floor_step(stack, weights):
             x = add_and_norm(x, dense(hidden, outer, outer_bias))
         if stack.output_norm is not None:
             x = stack.output_norm(x)
-        logits = tf.matmul(x, output_kernel)
-        return tf.gather(table, tf.argmax(logits, axis=-1, output_type=tf.int32))
+        logits = tf.matmul(x, state["output_kernel"])
+        return tf.gather(state["embeddings"], tf.argmax(logits, axis=-1, output_type=tf.int32))
 
     return step
 
@@ -264,7 +264,7 @@ def _time_step_floor(results, preset, precision, repeats):
     never = 10**6  # an end token outside the vocabulary: every row runs to its limit
     search = SequenceSearch(model, max_length=NEW_TOKENS + 1, eos_id=never)
     stack = model.decoder_stack
-    step = matmul_floor_step(stack, [block.decoding_weights() for block in stack.blocks])
+    step = matmul_floor_step(stack)
     rng = np.random.default_rng(0)
     for batch_size in (1, 32):
         source = rng.integers(4, VOCABULARY, size=(batch_size, 20)).astype("int32")

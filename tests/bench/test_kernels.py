@@ -35,7 +35,7 @@ def test_the_matmul_floor_runs_the_matmuls_of_a_step():
     model = build_transformer("tiny", source_vocab_size=40, target_vocab_size=30,
                               num_decoder_layers=2)
     stack = model.decoder_stack
-    step = kernels.matmul_floor_step(stack, [block.decoding_weights() for block in stack.blocks])
+    step = kernels.matmul_floor_step(stack)
     rows = tf.zeros((3, stack.d_model))
     graph = tf.function(step).get_concrete_function(rows).graph
     floor_shapes = collections.Counter(
