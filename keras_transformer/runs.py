@@ -15,7 +15,8 @@ a config.json without "task" is a translation run from before tasks. The layout:
     translate: source.model, target.model   the SentencePiece models (`tokenizer_paths`)
                splits: source<TAB>target (`read_split`)
                data: source_language, target_language, source_tokenizer, target_tokenizer,
-                     max_source_length, max_target_length
+                     max_source_length, max_target_length, source_prefix (what the
+                     source tokenizer puts before each sentence: `tokenizers`)
     lm:        tokenizer.model        the one SentencePiece model (`tokenizer_path`)
                splits: one text a line (`read_texts`)
                data: tokenizer, vocab_size, max_length (ids per example, BOS or EOS
@@ -223,6 +224,18 @@ class RunDir:
             )
         data = config["data"]
         return self.file(data["source_tokenizer"]), self.file(data["target_tokenizer"])
+
+    def tokenizers(self, config=None):
+        """The (source, target) `SubwordTokenizer`s of a translation run, as sentences
+        to translate meet them: the source one puts the run's `source_prefix` (a
+        bidirectional run's direction tag; none before it existed) before each."""
+        from keras_transformer.data.tokenizer import SubwordTokenizer
+
+        config = config or self.read_config()
+        source_path, target_path = self.tokenizer_paths(config)
+        prefix = config["data"].get("source_prefix", "")
+        return (SubwordTokenizer.from_file(source_path, prefix=prefix),
+                SubwordTokenizer.from_file(target_path))
 
     @property
     def tokenizer_file(self):
@@ -639,7 +652,7 @@ class RunDir:
         model.load_weights(chosen.path)
         found = task_of(config)
         if found == "translate":
-            source, target = (SubwordTokenizer.from_file(path) for path in self.tokenizer_paths(config))
+            source, target = self.tokenizers(config)
             return Run(self.path, config, model, source, target, chosen)
         tokenizer = SubwordTokenizer.from_file(self.tokenizer_path(config))
         labels = tuple(self.read_labels()) if found == "classify" else ()

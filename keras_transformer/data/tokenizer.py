@@ -41,7 +41,7 @@ import hashlib
 import io
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
@@ -81,6 +81,7 @@ def train_sentencepiece(
     vocab_size: int,
     character_coverage: float = 1.0,
     num_threads: int = 2,
+    user_defined_symbols: Sequence[str] = (),
 ) -> bytes:
     """Trains a unigram SentencePiece model with the project's special ids.
 
@@ -91,6 +92,8 @@ def train_sentencepiece(
             rest map to UNK.
         num_threads: Trainer threads. The model depends on it (not on the
             machine), so keep the default for reproducible models.
+        user_defined_symbols: Strings that always come out as one piece of their
+            own (tags such as `keras_transformer.data.directions.DIRECTION_TAGS`).
 
     Returns:
         The serialized ``ModelProto``.
@@ -114,6 +117,7 @@ def train_sentencepiece(
         input_sentence_size=0,
         shuffle_input_sentence=False,
         num_threads=num_threads,
+        user_defined_symbols=list(user_defined_symbols),
         minloglevel=2,
     )
     return model.getvalue()
@@ -129,6 +133,7 @@ def train_tokenizers(
     target_vocab_size: int | None = None,
     joint: bool = False,
     joint_vocab_size: int = DEFAULT_JOINT_VOCAB_SIZE,
+    source_symbols: Sequence[str] = (),
 ) -> tuple[Path, Path]:
     """Trains and writes ``source.model`` and ``target.model`` into a folder.
 
@@ -145,7 +150,10 @@ def train_tokenizers(
         target_vocab_size: Target vocabulary size; None for the default.
         joint: Train one model on both languages' text; it is written under
             both names, so readers need not know which kind they got.
-        joint_vocab_size: Vocabulary size of the joint model.
+        joint_vocab_size: Vocabulary size of the joint model, unless
+            ``source_vocab_size`` or ``target_vocab_size`` names it (both: equal).
+        source_symbols: Tags that source sentences carry, each kept as one piece
+            of the source (or joint) model.
 
     Returns:
         Paths of the source and target model files.
@@ -157,9 +165,17 @@ def train_tokenizers(
     source_coverage = character_coverage_for(source_language)
     target_coverage = character_coverage_for(target_language)
     if joint:
+        sizes = {size for size in (source_vocab_size, target_vocab_size) if size is not None}
+        if len(sizes) > 1:
+            raise ValueError(
+                "A joint vocabulary has one size; received source_vocab_size="
+                f"{source_vocab_size} and target_vocab_size={target_vocab_size}."
+            )
         both = list(source_sentences) + list(target_sentences)
         source_path.write_bytes(
-            train_sentencepiece(both, joint_vocab_size, min(source_coverage, target_coverage))
+            train_sentencepiece(both, sizes.pop() if sizes else joint_vocab_size,
+                                min(source_coverage, target_coverage),
+                                user_defined_symbols=source_symbols)
         )
         shutil.copyfile(source_path, target_path)
     else:
@@ -168,6 +184,7 @@ def train_tokenizers(
                 source_sentences,
                 source_vocab_size or default_vocab_size(source_language),
                 source_coverage,
+                user_defined_symbols=source_symbols,
             )
         )
         target_path.write_bytes(
@@ -233,7 +250,11 @@ class SubwordTokenizer(tf.Module):
     """
 
     def __init__(
-        self, model_proto: bytes, name: str | None = None, sample_alpha: float | None = None
+        self,
+        model_proto: bytes,
+        name: str | None = None,
+        sample_alpha: float | None = None,
+        prefix: str = "",
     ):
         """Creates the tokenizer.
 
@@ -242,6 +263,9 @@ class SubwordTokenizer(tf.Module):
             name: Module name.
             sample_alpha: None tokenizes into the most likely pieces; a number in
                 (0, 1] samples a segmentation at every call (see :meth:`sampling`).
+            prefix: Text put before every sentence that :meth:`tokenize` reads (a
+                bidirectional run's tag naming the output language,
+                `keras_transformer.data.directions`); "" for none.
 
         Raises:
             ValueError: If the model's special ids differ from the project's.
@@ -262,12 +286,21 @@ class SubwordTokenizer(tf.Module):
                 f"`sample_alpha` must be None or in (0, 1]; received {sample_alpha!r}."
             )
         self._sample_alpha = sample_alpha
+        self._prefix = str(prefix)
         self._tokenizer = _SentencepieceTokenizer(self._model_proto, sample_alpha)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, name: str | None = None) -> "SubwordTokenizer":
+    def from_file(
+        cls, path: str | os.PathLike, name: str | None = None, prefix: str = ""
+    ) -> "SubwordTokenizer":
         """Loads a ``.model`` file written by :func:`train_tokenizers`."""
-        return cls(Path(path).read_bytes(), name=name)
+        return cls(Path(path).read_bytes(), name=name, prefix=prefix)
+
+    def with_prefix(self, prefix: str) -> "SubwordTokenizer":
+        """The same model and sampling, putting `prefix` before every sentence."""
+        return SubwordTokenizer(
+            self._model_proto, name=self.name, sample_alpha=self._sample_alpha, prefix=prefix
+        )
 
     def sampling(self, alpha: float) -> "SubwordTokenizer":
         """The same model, sampling a segmentation at every call: subword
@@ -283,12 +316,19 @@ class SubwordTokenizer(tf.Module):
             alpha: Smoothing of the sampling distribution P(segmentation)^alpha, in
                 (0, 1]: small values sample nearly uniformly, 1 follows the model.
         """
-        return SubwordTokenizer(self._model_proto, name=self.name, sample_alpha=alpha)
+        return SubwordTokenizer(
+            self._model_proto, name=self.name, sample_alpha=alpha, prefix=self._prefix
+        )
 
     @property
     def sample_alpha(self) -> float | None:
         """The sampling α, or None for the most likely segmentation."""
         return self._sample_alpha
+
+    @property
+    def prefix(self) -> str:
+        """The text put before every sentence `tokenize` reads ("" for none)."""
+        return self._prefix
 
     @property
     def model_proto(self) -> bytes:
@@ -327,9 +367,12 @@ class SubwordTokenizer(tf.Module):
 
         Returns:
             int32 RaggedTensor (B, None); an empty string gives an empty row
-            (plus BOS/EOS if asked).
+            (plus BOS/EOS if asked), or the prefix's pieces alone.
         """
-        ids = self._tokenizer.tokenize(tf.convert_to_tensor(strings, tf.string))
+        strings = tf.convert_to_tensor(strings, tf.string)
+        if self._prefix:
+            strings = tf.strings.join([self._prefix, strings])
+        ids = self._tokenizer.tokenize(strings)
         parts = []
         rows = ids.nrows()
         if add_bos:

@@ -106,6 +106,12 @@ def add_arguments(parser):
         help="mark the dictionary's words with a tag of their own, so that the model learns "
         "glosses apart from sentences (tagged data; sentences to translate never carry it)",
     )
+    group.add_argument(
+        "--bidirectional", action="store_true",
+        help="train both directions in one model, a tag before each training source naming "
+        "the output language; the run still translates --src into --tgt (implies "
+        "--joint-vocabulary)",
+    )
 
 
 def run(args):
@@ -129,6 +135,7 @@ def run(args):
             joint_vocabulary=args.joint_vocabulary,
             dictionary=_dictionary(args.dictionary, src, tgt),
             dictionary_tag=args.dictionary_tag,
+            bidirectional=args.bidirectional,
         )
         if args.dictionary_tag and prepare_options["dictionary"] is None:
             raise ValueError(
@@ -214,7 +221,8 @@ def text_data(args, task):
     from keras_transformer.data.corpus import text_column
 
     _refuse(args, ("source_file", "target_file", "src", "tgt", "src_column", "tgt_column",
-                   "source_vocab_size", "target_vocab_size", "joint_vocabulary", "dictionary_tag"),
+                   "source_vocab_size", "target_vocab_size", "joint_vocabulary", "dictionary_tag",
+                   "bidirectional"),
             task)
     if task == "lm":
         _refuse(args, ("label_column", "text_column"), task)

@@ -100,6 +100,7 @@ def prepare_run(
     joint_vocabulary=False,
     dictionary=None,
     dictionary_tag=False,
+    bidirectional=False,
     model_overrides=None,
 ):
     """Splits the corpus, trains the tokenizers and writes `config.json`.
@@ -126,6 +127,9 @@ def prepare_run(
             training split (never validation or test).
         dictionary_tag: mark those entries' sources with `DICTIONARY_TAG`, so that
             the model learns glosses apart from sentences.
+        bidirectional: train both directions in one model, each source tagged
+            with its output language (`keras_transformer.data.directions`); one
+            vocabulary for both languages, tied embeddings.
         model_overrides: TransformerConfig fields to change from the preset.
 
     Returns:
@@ -163,19 +167,29 @@ def prepare_run(
             f"{len(split.validation)} for validation; use a larger corpus."
         )
 
-    dictionary_pairs = []
+    dictionary_pairs = tagged_pairs = []
     if dictionary is not None:
         from keras_transformer.data.dictionary import entries_in
         from keras_transformer.data.dictionary import read_dictionary
 
-        dictionary_pairs = entries_in(
+        dictionary_pairs = tagged_pairs = entries_in(
             read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
         )
         if dictionary_tag:
             from keras_transformer.data.dictionary import tagged
 
-            dictionary_pairs = tagged(dictionary_pairs)
-        split = dataclasses.replace(split, train=split.train + dictionary_pairs)
+            tagged_pairs = tagged(dictionary_pairs)
+    train = split.train + tagged_pairs
+    source_prefix, source_symbols = "", ()
+    if bidirectional:
+        from keras_transformer.data.directions import DIRECTION_TAGS
+        from keras_transformer.data.directions import TO_TARGET_TAG
+        from keras_transformer.data.directions import both_directions
+
+        joint_vocabulary = True  # each side reads and writes both languages
+        train = both_directions(train, reversible=split.train + dictionary_pairs)
+        source_prefix, source_symbols = TO_TARGET_TAG, DIRECTION_TAGS
+    split = dataclasses.replace(split, train=train)
     for part in ("train", "validation", "test"):
         run.write_split(part, getattr(split, part))
     train_sources, train_targets = sources_and_targets(split.train)
@@ -189,6 +203,7 @@ def prepare_run(
             source_vocab_size=source_vocab_size,
             target_vocab_size=target_vocab_size,
             joint=joint_vocabulary,
+            source_symbols=source_symbols,
         )
     except RuntimeError as error:  # SentencePiece reports bad sizes this way.
         raise ValueError(f"Training the tokenizers failed: {error}") from None
@@ -228,6 +243,9 @@ def prepare_run(
             "dictionary": None if dictionary is None else {
                 "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
                 "tagged": bool(dictionary_tag)},
+            "bidirectional": bool(bidirectional),
+            # What the source tokenizer puts before every sentence (`RunDir.tokenizers`).
+            "source_prefix": source_prefix,
             "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
             "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
         },
@@ -285,12 +303,13 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
 
     from keras_transformer.data.pipeline import make_eval_dataset
     from keras_transformer.data.pipeline import make_training_dataset
-    from keras_transformer.data.tokenizer import SubwordTokenizer
 
     data = run_config["data"]
-    source_path, target_path = run_dir.tokenizer_paths(run_config)
-    source_tokenizer = SubwordTokenizer.from_file(source_path)
-    target_tokenizer = SubwordTokenizer.from_file(target_path)
+    source_tokenizer, target_tokenizer = run_dir.tokenizers(run_config)
+    # A bidirectional run's training sources carry their own direction tags; the
+    # validation sources get the run's, as sentences to translate do.
+    validation_source_tokenizer = source_tokenizer
+    source_tokenizer = source_tokenizer.with_prefix("")
     lengths = dict(
         max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
     )
@@ -309,7 +328,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     validation = make_eval_dataset(
         validation_sources,
         validation_targets,
-        source_tokenizer,
+        validation_source_tokenizer,
         target_tokenizer,
         batch_size=config.validation_batch_size,
         **lengths,

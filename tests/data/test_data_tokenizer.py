@@ -157,3 +157,44 @@ def test_sampling_draws_varied_segmentations_that_detokenize_to_the_text(tokeniz
 def test_a_sampling_alpha_outside_0_1_is_refused(tokenizers, alpha):
     with pytest.raises(ValueError, match=r"sample_alpha.*\(0, 1\]"):
         tokenizers[1].sampling(alpha)
+
+
+def test_a_prefix_is_read_before_every_sentence_in_the_graph_and_after_export(tmp_path, tokenizers):
+    source = tokenizers[0]
+    prefixed = source.with_prefix("我们")
+    assert prefixed.prefix == "我们" and source.prefix == ""
+    expected = _python_ids(source.model_proto, ["我们" + s for s in SAMPLE])
+    assert prefixed.tokenize(tf.constant(SAMPLE)).to_list() == expected
+    assert prefixed.sampling(0.5).prefix == "我们"  # training-time sampling keeps it
+    assert prefixed.with_prefix("").tokenize(tf.constant(SAMPLE)).to_list() == _python_ids(
+        source.model_proto, SAMPLE)
+    module = tf.Module()
+    module.tokenizer = prefixed
+    module.tokenize = tf.function(
+        lambda s: prefixed.tokenize(s).to_tensor(default_value=PAD_ID),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "sm"))
+    del module
+    loaded = tf.saved_model.load(str(tmp_path / "sm"))
+    got = loaded.tokenize(tf.constant(SAMPLE[:4])).numpy().tolist()
+    assert [[i for i in row if i != PAD_ID] for row in got] == expected[:4]
+
+
+def test_a_joint_vocabulary_takes_its_size_from_either_side_and_refuses_two(tmp_path, cmn_split):
+    train = cmn_split.train[:3000]
+    sources, targets = [p.source for p in train], [p.target for p in train]
+    source_path, _ = train_tokenizers(
+        sources, targets, tmp_path, joint=True, target_vocab_size=2200,
+        source_symbols=("\ue001", "\ue002"),
+    )
+    joint = SubwordTokenizer.from_file(source_path)
+    assert joint.vocab_size == 2200
+    # Each symbol is one piece of its own, whatever text follows it.
+    for symbol in ("\ue001", "\ue002"):
+        for text in ("我们", "We", ""):
+            pieces = [joint.id_to_piece(i) for i in joint.tokenize([symbol + text]).to_list()[0]]
+            assert symbol in pieces, pieces
+    with pytest.raises(ValueError, match="one size"):
+        train_tokenizers(sources, targets, tmp_path / "two", joint=True,
+                         source_vocab_size=2000, target_vocab_size=2200)
