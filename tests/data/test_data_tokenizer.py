@@ -73,20 +73,24 @@ def test_bos_eos_and_detokenize(tokenizers):
     assert zh.numpy()[0].decode("utf-8") == "我们明天去北京吧"
 
 
-def test_tokenizer_survives_saved_model(tmp_path, tokenizers):
-    source = tokenizers[0]
+def _ids_after_saved_model(folder, tokenizer, sentences):
+    """The ids of `sentences` from a SavedModel that tokenizes with `tokenizer`, loaded back."""
     module = tf.Module()
-    module.tokenizer = source
+    module.tokenizer = tokenizer
     module.tokenize = tf.function(
-        lambda s: source.tokenize(s).to_tensor(default_value=PAD_ID),
+        lambda s: tokenizer.tokenize(s).to_tensor(default_value=PAD_ID),
         input_signature=[tf.TensorSpec([None], tf.string)],
     )
-    tf.saved_model.save(module, str(tmp_path / "sm"))
+    tf.saved_model.save(module, str(folder))
     del module
-    loaded = tf.saved_model.load(str(tmp_path / "sm"))
-    got = loaded.tokenize(tf.constant(SAMPLE[:4])).numpy().tolist()
+    got = tf.saved_model.load(str(folder)).tokenize(tf.constant(sentences)).numpy().tolist()
+    return [[i for i in row if i != PAD_ID] for row in got]
+
+
+def test_tokenizer_survives_saved_model(tmp_path, tokenizers):
+    source = tokenizers[0]
     expected = _python_ids(source.model_proto, SAMPLE[:4])
-    assert [[i for i in row if i != PAD_ID] for row in got] == expected
+    assert _ids_after_saved_model(tmp_path / "sm", source, SAMPLE[:4]) == expected
 
 
 def test_joint_model_is_written_under_both_names(tmp_path, cmn_split):
@@ -168,17 +172,7 @@ def test_a_prefix_is_read_before_every_sentence_in_the_graph_and_after_export(tm
     assert prefixed.sampling(0.5).prefix == "我们"  # training-time sampling keeps it
     assert prefixed.with_prefix("").tokenize(tf.constant(SAMPLE)).to_list() == _python_ids(
         source.model_proto, SAMPLE)
-    module = tf.Module()
-    module.tokenizer = prefixed
-    module.tokenize = tf.function(
-        lambda s: prefixed.tokenize(s).to_tensor(default_value=PAD_ID),
-        input_signature=[tf.TensorSpec([None], tf.string)],
-    )
-    tf.saved_model.save(module, str(tmp_path / "sm"))
-    del module
-    loaded = tf.saved_model.load(str(tmp_path / "sm"))
-    got = loaded.tokenize(tf.constant(SAMPLE[:4])).numpy().tolist()
-    assert [[i for i in row if i != PAD_ID] for row in got] == expected[:4]
+    assert _ids_after_saved_model(tmp_path / "sm", prefixed, SAMPLE[:4]) == expected[:4]
 
 
 def test_a_joint_vocabulary_takes_its_size_from_either_side_and_refuses_two(tmp_path, cmn_split):
