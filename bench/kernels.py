@@ -9,12 +9,12 @@ per-op overhead counts as it does in a search.
   search (what `models.incremental` does) versus the tied embedding table (V, M)
   multiplied with `transpose_b` (the step before issue 18), for V = 8,000.
 - attention of one query over a 32-position cache (`attend_token`, i.e.
-  `ops.attention.attend_one_query`: elementwise products summed over D and L, softmax
-  as exp(log_softmax)) versus what the step ran before, two batched matmuls around
-  the fused softmax kernel, and a rejected candidate, the same matmuls with softmax
-  spelled as max/exp/sum/divide. Alone in a chain these kernels rank differently
-  from one machine to the next; inside a whole search (`decoding`) the products win
-  where TensorFlow runs matmuls through oneDNN (bench/README.md).
+  `ops.attention.attend_one_query`: two `BatchMatMulV3`, TensorFlow's own Eigen
+  kernel, around a softmax spelled exp(log_softmax)) versus what the step ran
+  before: elementwise products summed over D and L (sessions 9 and 10), and before
+  that two `tf.matmul`s (BatchMatMulV2, which TensorFlow runs through oneDNN on CPUs
+  with AVX-512 VNNI) around the fused softmax kernel; and a rejected candidate, those
+  matmuls with softmax spelled as max/exp/sum/divide (bench/README.md).
 - the key/value cache's layout in graph mode: caches that grow by a position per
   step (`SequenceSearch`'s default without XLA) versus caches preallocated for the
   longest row (XLA's layout, and graph mode's before), whole searches of the
@@ -75,15 +75,27 @@ def run(results, quick=False):
 
 def attend_as_the_step_does(query, keys, values, mask):
     """What `MultiHeadSelfAttention.attend_token` runs (`ops.attention.attend_one_query`):
-    elementwise products summed over D and L, softmax as exp(log_softmax)."""
+    `BatchMatMulV3` (TensorFlow's Eigen kernel), softmax as exp(log_softmax)."""
     from keras_transformer.ops.attention import attend_one_query
 
-    return attend_one_query(query, keys, values, mask[..., 0, :])[:, :, None, :]
+    return attend_one_query(query, keys, values, mask)
+
+
+def attend_by_products(query, keys, values, mask):
+    """The step from session 9 to session 11 (2026-12-02): elementwise products
+    summed over D, then over L, softmax as exp(log_softmax)."""
+    import tensorflow as tf
+
+    from keras_transformer.ops.attention import attention_weights
+
+    scores = tf.reduce_sum(query * keys, axis=-1)  # (B, H, L)
+    weights = attention_weights(scores, mask[..., 0, :], fused_softmax=False)
+    return tf.reduce_sum(weights[..., None] * values, axis=-2)[:, :, None, :]
 
 
 def attend_by_batched_matmuls(query, keys, values, mask):
-    """The step before 2026-12-02 (session 9): two batched matmuls around the fused
-    softmax kernel (`ops.attention.attention_weights`)."""
+    """The step before session 9 (2026-12-02): two `tf.matmul`s (BatchMatMulV2, oneDNN's
+    kernel on this CPU) around the fused softmax kernel (`ops.attention.attention_weights`)."""
     import tensorflow as tf
 
     from keras_transformer.ops.attention import attention_weights
@@ -159,9 +171,10 @@ def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):
     # Half the cache written, as in the middle of a search.
     mask = tf.constant(np.arange(CACHE_LENGTH) < CACHE_LENGTH // 2)[None, None, None, :]
     kernels = {
-        "elementwise products, exp(log_softmax) (ours)": attend_as_the_step_does,
-        "batched matmuls, fused softmax (before)": attend_by_batched_matmuls,
-        "batched matmuls, elementwise softmax (rejected)": attend_with_spelled_out_softmax,
+        "BatchMatMulV3, exp(log_softmax) (ours)": attend_as_the_step_does,
+        "elementwise products, exp(log_softmax) (sessions 9-10)": attend_by_products,
+        "BatchMatMulV2, fused softmax (before session 9)": attend_by_batched_matmuls,
+        "BatchMatMulV2, elementwise softmax (rejected)": attend_with_spelled_out_softmax,
     }
     seconds = _chained_seconds(
         [lambda q, kernel=kernel: kernel(q, keys, values, mask) for kernel in kernels.values()],

@@ -242,14 +242,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query: (B, H, 1, D) from `project_token` (already scaled by 1/√D).
             keys: (B, H, L, D).
             values: (B, H, L, D).
-            mask: booleans broadcastable to (B, H, L), True where a key is visible
-                (`cache_token_mask`, or the source padding mask as (B, 1, S)).
+            mask: booleans broadcastable to (B, H, 1, L), True where a key is
+                visible (`cache_token_mask`, or the source padding mask as (B, 1, 1, S)).
             weights: from `decoding_weights`.
 
         Returns:
             (B, M) outputs.
         """
-        attended = attend_one_query(query, keys, values, mask, self.normalize)  # (B, H, D)
+        attended = attend_one_query(query, keys, values, mask, self.normalize)  # (B, H, 1, D)
         outputs = tf.matmul(
             tf.reshape(tf.cast(attended, self.compute_dtype), (-1, self.num_heads * self.head_dim)),
             weights["output_kernel"],

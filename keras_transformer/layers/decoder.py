@@ -123,9 +123,9 @@ class DecoderBlock(TransformerBlock):
                 and returns the cache's keys and values, each (B, H, L, D).
             cross_cache: (keys, values) of the encoder output, each (B, H, S, D);
                 None without cross-attention.
-            self_mask: booleans broadcastable to (B, H, L), True for the cache
+            self_mask: booleans broadcastable to (B, H, 1, L), True for the cache
                 positions this step sees (`cache_token_mask`).
-            cross_mask: booleans broadcastable to (B, H, S), True for real source
+            cross_mask: booleans broadcastable to (B, H, 1, S), True for real source
                 tokens; None without cross-attention.
 
         Returns:

@@ -264,8 +264,8 @@ class Seq2SeqTransformer(keras.Model):
             keys_values = block.compute_cross_attention_cache(encoder_outputs)
             cross_caches.append((keys_values[:, 0], keys_values[:, 1]))
         state["cross_caches"] = cross_caches
-        # (B, 1, S): the source keys every head's query may see.
-        state["cross_mask"] = tf.cast(encoder_padding_mask, tf.bool)[:, None, :]
+        # (B, 1, 1, S): the source keys every head's query may see.
+        state["cross_mask"] = tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :]
         return cache, state
 
     @property

@@ -16,8 +16,8 @@ def test_attention_candidates_equal_the_full_formula_for_one_query():
     visible = np.arange(length)[None, :] < np.array([7, 4, 1])[:, None]  # (B, L)
     expected, _ = scaled_dot_product_attention(query, keys, values, mask=visible[:, None, :])
     scaled = query / np.sqrt(depth)  # a step's queries come scaled
-    for kernel in (kernels.attend_as_the_step_does, kernels.attend_by_batched_matmuls,
-                   kernels.attend_with_spelled_out_softmax):
+    for kernel in (kernels.attend_as_the_step_does, kernels.attend_by_products,
+                   kernels.attend_by_batched_matmuls, kernels.attend_with_spelled_out_softmax):
         outputs = kernel(scaled, keys, values, visible[:, None, None, :])
         np.testing.assert_allclose(np.asarray(outputs), np.asarray(expected), atol=1e-5,
                                    err_msg=kernel.__name__)

@@ -163,14 +163,16 @@ def test_beam_search_reorders_every_layer_cache_with_its_beam():
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam_search"])
-def test_a_step_attends_by_products_not_batched_matmuls_or_the_fused_softmax(method):
-    # Through oneDNN a batched matmul or softmax on one query's tiny rows costs tens
-    # of microseconds of thread hand-offs (bench/README.md): the step must not run them.
+def test_a_step_attends_by_eigens_batched_matmul_not_onednns_or_the_fused_softmax(method):
+    # Through oneDNN a batched matmul (BatchMatMulV2) or softmax on one query's tiny
+    # rows costs tens of microseconds of thread hand-offs (bench/README.md): the step
+    # runs BatchMatMulV3, TensorFlow's own kernel, twice per attention.
     from bench.decoding import step_op_counts
 
     keras.utils.set_random_seed(0)
     model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
     counts = step_op_counts(SequenceSearch(model, max_length=7), method)
     assert counts["BatchMatMulV2"] == counts["Softmax"] == 0, counts
+    assert counts["BatchMatMulV3"] == 2 * 2 * model.config.num_decoder_layers, counts
     # One exp(log_softmax) per attention (self and cross, per layer), one for the vocabulary.
     assert counts["LogSoftmax"] == 2 * model.config.num_decoder_layers + 1, counts
