@@ -298,9 +298,12 @@ class SubwordTokenizer(tf.Module):
 
     def with_prefix(self, prefix: str) -> "SubwordTokenizer":
         """The same model and sampling, putting `prefix` before every sentence."""
-        return SubwordTokenizer(
-            self._model_proto, name=self.name, sample_alpha=self._sample_alpha, prefix=prefix
-        )
+        return self._replace(prefix=prefix)
+
+    def _replace(self, **changes) -> "SubwordTokenizer":
+        """A tokenizer of the same model, with `changes` to its other settings."""
+        settings = dict(name=self.name, sample_alpha=self._sample_alpha, prefix=self._prefix)
+        return SubwordTokenizer(self._model_proto, **{**settings, **changes})
 
     def sampling(self, alpha: float) -> "SubwordTokenizer":
         """The same model, sampling a segmentation at every call: subword
@@ -316,9 +319,7 @@ class SubwordTokenizer(tf.Module):
             alpha: Smoothing of the sampling distribution P(segmentation)^alpha, in
                 (0, 1]: small values sample nearly uniformly, 1 follows the model.
         """
-        return SubwordTokenizer(
-            self._model_proto, name=self.name, sample_alpha=alpha, prefix=self._prefix
-        )
+        return self._replace(sample_alpha=alpha)
 
     @property
     def sample_alpha(self) -> float | None:
