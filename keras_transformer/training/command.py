@@ -16,8 +16,8 @@ Running the same command again resumes the run from its last backup. On a resume
 run a training flag that is given overrides the stored setting (each difference is
 printed, one line each); a flag not given keeps the stored setting. The training
 flags are generated from `TrainingConfig`'s fields (names, types, defaults, help).
-A new run's model is its preset with the `MODEL_FLAGS` given (the dropout rates);
-a resumed run keeps its model and refuses a flag that differs from it.
+A new run's model is its preset with the `MODEL_FLAGS` given (its shape, its dropout
+rates); a resumed run keeps its model and refuses a flag that differs from it.
 """
 
 from keras_transformer.data.corpus import add_pair_arguments
@@ -27,11 +27,17 @@ from keras_transformer.training.strategy import STRATEGIES
 
 DEFAULT_LANGUAGES = ("zh", "en")
 DEFAULT_PRESET = "small"
-# `TransformerConfig` fields a new run may change from its preset, with their help.
+# `TransformerConfig` fields a new run may change from its preset: (type, metavar, help).
+# The config checks the values (a width the heads divide, rates in [0, 1)).
 MODEL_FLAGS = {
-    "dropout": "residual and embedding dropout",
-    "attention_dropout": "dropout on the attention weights",
-    "activation_dropout": "dropout on the feed-forward hidden layer",
+    "num_encoder_layers": (int, "N", "encoder blocks (translate, classify)"),
+    "num_decoder_layers": (int, "N", "decoder blocks (translate, lm)"),
+    "d_model": (int, "M", "model width; --num-heads must divide it"),
+    "num_heads": (int, "H", "attention heads"),
+    "d_ff": (int, "F", "feed-forward hidden width"),
+    "dropout": (float, "RATE", "residual and embedding dropout"),
+    "attention_dropout": (float, "RATE", "dropout on the attention weights"),
+    "activation_dropout": (float, "RATE", "dropout on the feed-forward hidden layer"),
 }
 
 
@@ -82,9 +88,9 @@ def add_arguments(parser):
     model = parser.add_argument_group(
         "new runs: model", "fields of the preset to change (a resumed run keeps its own model)"
     )
-    for name, help_text in MODEL_FLAGS.items():
+    for name, (kind, metavar, help_text) in MODEL_FLAGS.items():
         model.add_argument(
-            f"--{name.replace('_', '-')}", type=float, metavar="RATE",
+            f"--{name.replace('_', '-')}", type=kind, metavar=metavar,
             help=f"{help_text} (default: the preset's)",
         )
     group = parser.add_argument_group("new runs: split and tokenizers")

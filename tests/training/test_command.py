@@ -5,6 +5,7 @@ import time
 
 import keras
 import numpy as np
+import pytest
 
 from keras_transformer import cli
 from keras_transformer import DecoderBlock
@@ -90,10 +91,44 @@ def test_minutes_budget_stops_training_cleanly(fresh_run):
 
 
 def test_resuming_with_another_preset_is_refused(fresh_run):
-    import pytest
-
     with pytest.raises(ValueError, match="preset"):
         train(str(fresh_run), TrainingConfig(epochs=1), preset="small", verbose=0)
+
+
+def test_shape_flags_change_a_new_runs_preset_and_a_resumed_run_keeps_its_shape(tmp_path, capsys):
+    run_dir = tmp_path / "shape"
+    flags = ["--num-encoder-layers", "1", "--num-decoder-layers", "3", "--d-model", "16",
+             "--num-heads", "4", "--d-ff", "24"]
+    assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", *flags]) == 0
+    stored = read_run_config(run_dir)["model"]
+    assert [stored[name] for name in (
+        "num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")] == [1, 3, 16, 4, 24]
+    # The built model has that shape (the tiny preset's is 2 + 2 blocks, width 32, 2 heads).
+    model = keras.saving.load_model(run_dir / "model.keras")
+    encoders = [layer for layer in model.layers if isinstance(layer, EncoderBlock)]
+    decoders = [layer for layer in model.layers if isinstance(layer, DecoderBlock)]
+    assert (len(encoders), len(decoders)) == (1, 3)
+    attention = decoders[0].self_attention
+    assert (attention.num_heads, attention.head_dim) == (4, 4)
+    assert decoders[0].feed_forward.inner_dense.kernel.shape == (16, 24)
+    capsys.readouterr()
+
+    # Another shape on the existing run is refused in one line.
+    assert cli.main(["train", "--run", str(run_dir), "--d-ff", "32", "--verbose", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--d-ff 32 (the run has 24)" in error and "Traceback" not in error
+
+    # Heads that do not divide the width are refused before anything is written.
+    bad = tmp_path / "bad"
+    assert cli.main([*TRAIN_ARGS, "--run", str(bad), "--num-heads", "3"]) == 2
+    error = capsys.readouterr().err
+    assert "num_heads" in error and "Traceback" not in error
+    assert not bad.exists()
+    with pytest.raises(SystemExit) as exit:  # argparse's one-line usage error
+        cli.main([*TRAIN_ARGS, "--run", str(bad), "--d-ff", "0.5"])
+    assert exit.value.code == 2
+    assert "argument --d-ff: invalid int value" in capsys.readouterr().err
+    assert not bad.exists()
 
 
 def test_model_flags_set_a_new_runs_dropouts_and_a_resumed_run_keeps_its_model(tmp_path, capsys):
