@@ -7,7 +7,8 @@
 Sentences come from the arguments, or from `--input FILE` (`-` for stdin), one per
 line, or one column of a TSV (`--src zh` for the Tatoeba layout, `--src-column N`);
 translations are printed one per line with their scores (tab-separated). A run's
-model uses its best weights unless `--weights` says otherwise.
+model uses its default weights (the average training wrote, else the best) unless
+`--weights` says otherwise.
 """
 
 import sys

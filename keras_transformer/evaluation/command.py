@@ -35,7 +35,7 @@ DEFAULT_ALPHA = 0.6
 
 def add_arguments(parser):
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run", help="run folder (the model is rebuilt from its best weights)")
+    source.add_argument("--run", help="run folder (the model is rebuilt with the weights --weights names)")
     source.add_argument(
         "--saved-model",
         help="exported translator, a version folder (export/zh_en/3) or a model base (latest version)",

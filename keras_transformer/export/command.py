@@ -2,9 +2,9 @@
 
 The run's task (its config.json) chooses what is exported: a translator
 (`TranslationModule`), a language model (`LanguageModelModule`) or a classifier
-(`ClassificationModule`). The run's best weights are exported unless `--weights`
-says otherwise; the manifest records the task and which weights (kind, file,
-epoch, step, validation loss).
+(`ClassificationModule`). The run's default weights (the average training wrote,
+else the best) are exported unless `--weights` says otherwise; the manifest
+records the task and which weights (kind, file, epoch, step, validation loss).
 """
 
 from keras_transformer.runs import add_weights_argument

@@ -16,7 +16,7 @@ DEFAULT_BEAM = 4
 
 def add_arguments(parser):
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run", help="run folder (the model is rebuilt from its best weights)")
+    source.add_argument("--run", help="run folder (the model is rebuilt with the weights --weights names)")
     source.add_argument(
         "--saved-model", help="exported translator (version folder, or model base: latest version)"
     )
