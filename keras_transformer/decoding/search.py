@@ -14,6 +14,11 @@ per step (`keras_transformer/ops/cache.py`).
 Every row gets its own length limit (its real source length + `extra_length`,
 capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
 frozen, so a sentence decodes the same alone and in a batch.
+
+Without XLA a large batch is split into `parallel_searches` shards, each searched by
+its own loop, all at once: a step's ops are too small for TensorFlow to spread one
+over several cores (intra-op threads), but independent loops run side by side on
+the inter-op threads. Rows are independent, so the output is unchanged.
 """
 
 import numpy as np
@@ -28,6 +33,10 @@ from keras_transformer.ops.cache import loop_shape_invariants
 
 # "Minus infinity" for scores: finite, so sums and differences never give NaN.
 NEG_INF = -1e9
+
+# Rows (sentences x beam width) each shard must get before a batch is split: below
+# that, a step is mostly per-op overhead, which shards only repeat (bench/README.md).
+MIN_SHARD_ROWS = 16
 
 
 def length_penalty(length, alpha):
@@ -75,6 +84,38 @@ def _trim(result):
     return {**result, "tokens": result["tokens"][..., :longest]}
 
 
+def shard_sizes(batch_size, rows_per_sentence, shards):
+    """Whether a batch is split into `shards` consecutive shards, and their sizes.
+
+    Args:
+        batch_size: B, a scalar int (tensor).
+        rows_per_sentence: rows a sentence takes in the search (K for beam search).
+        shards: P.
+
+    Returns:
+        `(split, sizes)`: a bool scalar, true when every shard gets `MIN_SHARD_ROWS`
+        rows or more, and (P,) int32 sentences per shard, the first B % P one more.
+    """
+    batch_size = tf.convert_to_tensor(batch_size, tf.int32)
+    split = batch_size * rows_per_sentence >= shards * MIN_SHARD_ROWS
+    sizes = batch_size // shards + tf.cast(tf.range(shards) < batch_size % shards, tf.int32)
+    return split, sizes
+
+
+def _concat_rows(results):
+    """Joins trimmed results of consecutive row shards, padding tokens to the longest."""
+    longest = tf.reduce_max(tf.stack([tf.shape(result["tokens"])[-1] for result in results]))
+
+    def pad(tokens):
+        padding = [[0, 0]] * (tokens.shape.rank - 1) + [[0, longest - tf.shape(tokens)[-1]]]
+        return tf.pad(tokens, padding)
+
+    return {
+        key: tf.concat([pad(r[key]) if key == "tokens" else r[key] for r in results], axis=0)
+        for key in results[0]
+    }
+
+
 class SequenceSearch:
     """Greedy and beam search for one model, each compiled once and reused.
 
@@ -88,6 +129,9 @@ class SequenceSearch:
         growing_cache: let the key/value caches grow by a position per step (None:
             unless `jit_compile`, whose shapes must be static); False preallocates
             them for the longest row (`keras_transformer/ops/cache.py` compares both).
+        parallel_searches: P, shards a batch is split into, searched at once (None:
+            2 without XLA, 1 with it); a batch is split only when every shard gets
+            `MIN_SHARD_ROWS` rows (sentences x K) or more. 1 never splits.
         bos_id: start token fed at position 0.
         eos_id: end token; a row stops when it produces it.
 
@@ -107,6 +151,7 @@ class SequenceSearch:
         alpha=0.6,
         jit_compile=False,
         growing_cache=None,
+        parallel_searches=None,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
     ):
@@ -126,6 +171,14 @@ class SequenceSearch:
                 "only; received growing_cache=True, jit_compile=True."
             )
         self.growing_cache = not self.jit_compile if growing_cache is None else bool(growing_cache)
+        if parallel_searches is None:
+            parallel_searches = 1 if self.jit_compile else 2
+        self.parallel_searches = checks.check_positive_int("parallel_searches", parallel_searches)
+        if self.parallel_searches > 1 and self.jit_compile:
+            raise ValueError(
+                "`parallel_searches` > 1 needs `jit_compile=False`: XLA compiles one shape per "
+                f"shard; received parallel_searches={parallel_searches}, jit_compile=True."
+            )
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
         signature = [
@@ -133,14 +186,22 @@ class SequenceSearch:
             tf.TensorSpec([], tf.int32, name="max_new_tokens"),
         ]
         # The loops may be XLA-compiled; trimming the output to its longest row is a
-        # dynamic shape, so it happens in an outer graph function.
-        greedy_loop = tf.function(self._greedy_search, jit_compile=self.jit_compile)
-        beam_loop = tf.function(self._beam_search, jit_compile=self.jit_compile)
+        # dynamic shape, so it happens in an outer graph function, as the sharding.
+        greedy_loop = tf.function(
+            self._greedy_search, input_signature=signature, jit_compile=self.jit_compile
+        )
+        beam_loop = tf.function(
+            self._beam_search, input_signature=signature, jit_compile=self.jit_compile
+        )
         self._greedy = tf.function(
-            lambda tokens, limit: _trim(greedy_loop(tokens, limit)), input_signature=signature
+            lambda tokens, limit: self._in_shards(greedy_loop, tokens, limit, rows_per_sentence=1),
+            input_signature=signature,
         )
         self._beam = tf.function(
-            lambda tokens, limit: _trim(beam_loop(tokens, limit)), input_signature=signature
+            lambda tokens, limit: self._in_shards(
+                beam_loop, tokens, limit, rows_per_sentence=self.beam_width
+            ),
+            input_signature=signature,
         )
 
     # Public entry points -------------------------------------------------------
@@ -176,6 +237,23 @@ class SequenceSearch:
         return functions[method].get_concrete_function()
 
     # Shared pieces -------------------------------------------------------------
+
+    def _in_shards(self, loop, encoder_tokens, max_new_tokens, rows_per_sentence):
+        """Runs `loop` (a search) on the batch, or on `parallel_searches` shards of
+        it at once when `shard_sizes` says so; returns the trimmed output."""
+        whole = lambda: _trim(loop(encoder_tokens, max_new_tokens))  # noqa: E731
+        if self.parallel_searches == 1:
+            return whole()
+        split, sizes = shard_sizes(
+            tf.shape(encoder_tokens)[0], rows_per_sentence, self.parallel_searches
+        )
+
+        def in_shards():
+            parts = tf.split(encoder_tokens, sizes, num=self.parallel_searches)
+            # Independent calls: the executor runs them on the inter-op threads at once.
+            return _concat_rows([_trim(loop(part, max_new_tokens)) for part in parts])
+
+        return tf.cond(split, in_shards, whole)
 
     def _row_limits(self, encoder_tokens, max_new_tokens):
         """(B,) output-length limit of each row, and the cache length L."""

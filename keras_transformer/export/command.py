@@ -31,6 +31,10 @@ def add_arguments(parser):
     parser.add_argument("--xla", action="store_true",
                         help="compile decoding (translator) or generation (language model) "
                              "with XLA; TF Serving then needs --xla_cpu_compilation_enabled=true")
+    parser.add_argument("--parallel-searches", type=int, default=None, metavar="P",
+                        help="translator without XLA: search a batch of 32 or more hypotheses "
+                             "as P shards at once, on P cores (default: 2; 1 for a server "
+                             "whose cores are already busy with concurrent requests)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--no-keras", dest="keras", action="store_false",
                         help="do not write model.keras beside the SavedModel")
@@ -52,12 +56,13 @@ def library_versions():
     }
 
 
-def _translation_export(run, run_folder, beam, alpha, max_length, xla):
+def _translation_export(run, run_folder, beam, alpha, max_length, xla, parallel_searches):
     from keras_transformer.export.module import TranslationModule
 
     module = TranslationModule(
         run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
         beam_width=beam, alpha=alpha, max_output_length=max_length, jit_compile=xla,
+        parallel_searches=parallel_searches,
     )
     test_sources, _ = run.split("test")
     data = run.config["data"]
@@ -67,7 +72,8 @@ def _translation_export(run, run_folder, beam, alpha, max_length, xla):
         "source_vocab_size": run.source_tokenizer.vocab_size,
         "target_vocab_size": run.target_tokenizer.vocab_size,
         "max_source_length": run.max_source_length,
-        "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla},
+        "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla,
+                     "parallel_searches": module.search.parallel_searches},
     }
     return module, test_sources[:4] or ["你好。"], manifest
 
@@ -102,12 +108,13 @@ def _classifier_export(run, run_folder):
 
 def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
                max_length=None, xla=False, overwrite=False, keras_file=True, weights=None,
-               max_new_tokens=32):
+               max_new_tokens=32, parallel_searches=None):
     """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
     `weights`: None (the default choice), "best", "last", "average" or a weights file
-    (`RunDir.weights`). `beam` and `alpha` concern translators, `max_new_tokens`
-    language models, `max_length` and `xla` both.
+    (`RunDir.weights`). `beam`, `alpha` and `parallel_searches` (`SequenceSearch`'s,
+    None for its default) concern translators, `max_new_tokens` language models,
+    `max_length` and `xla` both.
     """
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
@@ -122,7 +129,8 @@ def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
     elif run.task == "classify":
         module, warmup, details = _classifier_export(run, run_folder)
     else:
-        module, warmup, details = _translation_export(run, run_folder, beam, alpha, max_length, xla)
+        module, warmup, details = _translation_export(
+            run, run_folder, beam, alpha, max_length, xla, parallel_searches)
     manifest = {
         "task": run.task,
         "model": run.config["model"],
@@ -144,7 +152,8 @@ def run(args):
     path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
                       alpha=args.alpha, max_length=args.max_length, xla=args.xla,
                       overwrite=args.overwrite, keras_file=args.keras, weights=args.weights,
-                      max_new_tokens=args.max_new_tokens)
+                      max_new_tokens=args.max_new_tokens,
+                      parallel_searches=args.parallel_searches)
     print(f"exported {path}")
     if args.xla:
         print("this export uses XLA: start TF Serving with --xla_cpu_compilation_enabled=true")

@@ -95,6 +95,8 @@ class TranslationModule(ExportModule):
         max_output_length: cap on output subwords (default: the model's max_length).
         jit_compile: compile the decoding loop with XLA (stock TF Serving then needs
             `--xla_cpu_compilation_enabled=true`).
+        parallel_searches: `SequenceSearch`'s shards of a large batch searched at
+            once (None: its default).
 
     Example:
         >>> module = TranslationModule(model, source_tok, target_tok, max_source_length=64)
@@ -111,6 +113,7 @@ class TranslationModule(ExportModule):
         alpha=0.6,
         max_output_length=None,
         jit_compile=False,
+        parallel_searches=None,
     ):
         super().__init__(model, name="translator")
         self.source_tokenizer = source_tokenizer
@@ -124,6 +127,7 @@ class TranslationModule(ExportModule):
             beam_width=beam_width,
             alpha=alpha,
             jit_compile=jit_compile,
+            parallel_searches=parallel_searches,
         )
 
     # Pieces shared by the signatures -------------------------------------------

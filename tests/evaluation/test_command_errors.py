@@ -4,6 +4,7 @@ Run in process through `keras_transformer.cli.main` (the `cli` fixture), with th
 run folder and export the other evaluation tests share.
 """
 
+import json
 import os
 
 
@@ -30,3 +31,16 @@ def test_evaluate_with_a_missing_data_file_is_one_line(cli, run_dir, tmp_path):
     code, _, err = cli("evaluate", "--run", run_dir, "--data", missing)
     assert code == 2
     assert str(missing) in _one_error_line(err, "evaluate")
+
+
+def test_export_parallel_searches_reach_the_search_and_bad_ones_are_one_line(
+        cli, run_dir, export_dir, tmp_path):
+    with open(os.path.join(export_dir, "manifest.json"), encoding="utf-8") as file:
+        assert json.load(file)["decoding"]["parallel_searches"] == 2  # the default
+    base = tmp_path / "export"
+    for flags, expected in ((["--parallel-searches", 0], "parallel_searches"),
+                            (["--parallel-searches", 2, "--xla"], "jit_compile=False")):
+        code, _, err = cli("export", "--run", run_dir, "--name", "zh_en", "--base", base, *flags)
+        assert code == 2
+        assert expected in _one_error_line(err, "export")
+        assert not base.exists() or not any(base.iterdir())
