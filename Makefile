@@ -17,8 +17,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# Two worker processes: much of a test's time is single-threaded Python (tracing,
+# SentencePiece, the server), so two files at once cut the suite by a quarter on 2
+# cores. `--dist loadfile` keeps a file's module-scoped fixtures in one worker.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 demo: setup
 	MINUTES=$(MINUTES) bash scripts/demo.sh

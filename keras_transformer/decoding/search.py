@@ -111,7 +111,9 @@ def _concat_rows(results):
         return tf.pad(tokens, padding)
 
     return {
-        key: tf.concat([pad(r[key]) if key == "tokens" else r[key] for r in results], axis=0)
+        key: tf.concat(
+            [pad(result[key]) if key == "tokens" else result[key] for result in results], axis=0
+        )
         for key in results[0]
     }
 
