@@ -22,9 +22,9 @@ per-op overhead counts as it does in a search.
   exactly as long as the output) and for the default limit of a 20-token source,
   20 + 50 = 70 tokens.
 - a batch searched as two shards at once (`SequenceSearch`'s default without XLA once
-  each shard gets 16 rows) versus one search of the whole batch, greedy at batch 16
-  (below that threshold: both run one search, so the pair shows what deciding costs)
-  and 32, beam 4 at batch 8 and 32, 32 tokens; and two callers each sending a
+  each shard gets 16 rows) versus one search of the whole batch, greedy at batch 1
+  and 16 (below that threshold: both run one search, so the pair shows what deciding
+  costs) and 32, beam 4 at batch 8 and 32, 32 tokens; and two callers each sending a
   batch of 32 at once, where the cores are already busy with the other's search.
 - a greedy step against its floor: the step's matmuls alone (every projection with
   its bias, the feed-forward network, the layer norms and the output projection with
@@ -246,7 +246,7 @@ def _time_shards(results, preset, precision, repeats):
         for thread in threads:
             thread.join()
 
-    for beam_width, method, batch_sizes in ((1, "greedy", (16, 32)), (4, "beam_search", (8, 32))):
+    for beam_width, method, batch_sizes in ((1, "greedy", (1, 16, 32)), (4, "beam_search", (8, 32))):
         whole, sharded = searches(beam_width)
         for batch_size in batch_sizes:
             source = rng.integers(4, VOCABULARY, size=(batch_size, 20)).astype("int32")

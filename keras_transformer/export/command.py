@@ -33,8 +33,8 @@ def add_arguments(parser):
                              "with XLA; TF Serving then needs --xla_cpu_compilation_enabled=true")
     parser.add_argument("--parallel-searches", type=int, default=None, metavar="P",
                         help="translator without XLA: search a batch of 32 or more hypotheses "
-                             "as P shards at once, on P cores (default: 2, 1 with --xla; 1 for a server "
-                             "whose cores are already busy with concurrent requests)")
+                             "as P shards at once, on P cores (default: 2, 1 with --xla; 1 for "
+                             "a server whose cores are already busy with concurrent requests)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--no-keras", dest="keras", action="store_false",
                         help="do not write model.keras beside the SavedModel")

@@ -66,7 +66,7 @@ def test_shards_decode_as_one_search_of_the_whole_batch(model, method, beam_widt
     np.testing.assert_allclose(sharded["scores"], whole["scores"], rtol=1e-5, atol=1e-5)
     shard_lengths = [np.max(np.asarray(whole["lengths"])[part]) for part in
                      (slice(0, (batch_size + 1) // 2), slice((batch_size + 1) // 2, None))]
-    assert shard_lengths[0] < shard_lengths[1]  # split, the first shard's tokens are padded
+    assert shard_lengths[0] < shard_lengths[1]  # when split, the first shard's are padded
 
 
 def _loop_calls(search, method):
