@@ -1,6 +1,13 @@
-"""Token ids fixed across tokenizers, models, decoding and export."""
+"""Token ids fixed across tokenizers, models, decoding and export, and the search's
+defaults every command and the export share (no imports: the command line reads them
+before it loads TensorFlow)."""
 
 PAD_ID = 0
 UNK_ID = 1
 BOS_ID = 2  # start of sequence: the first decoder input token.
 EOS_ID = 3  # end of sequence: decoding stops when it is produced.
+
+# Beam search: width K and GNMT's length-penalty exponent α (`decoding.SequenceSearch`).
+# α 0.6 was chosen on the validation split (README, "Which weights, which recipe").
+DEFAULT_BEAM_WIDTH = 4
+DEFAULT_ALPHA = 0.6

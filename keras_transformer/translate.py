@@ -13,6 +13,8 @@ model uses its default weights (the average training wrote, else the best) unles
 
 import sys
 
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.data.corpus import add_source_arguments
 from keras_transformer.runs import add_weights_argument
 
@@ -25,8 +27,11 @@ def add_arguments(parser):
     parser.add_argument("--model", default="zh_en", help="served model name (with --server)")
     add_source_arguments(parser)
     add_weights_argument(parser)
-    parser.add_argument("--beam", type=int, default=4, help="beam width; 1 = greedy")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length-penalty exponent")
+    parser.add_argument("--beam", type=int, default=DEFAULT_BEAM_WIDTH,
+                        help=f"beam width; 1 = greedy (default: {DEFAULT_BEAM_WIDTH})")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help="length-penalty exponent, 0 or more; higher favours longer "
+                             f"translations (default: {DEFAULT_ALPHA})")
     parser.add_argument("--max-length", type=int, default=None, help="cap on output subwords")
     parser.add_argument("--n-best", type=int, default=1, help="hypotheses to print per sentence")
     parser.add_argument("--batch-size", type=int, default=32)

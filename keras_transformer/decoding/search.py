@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.ops import checks
@@ -138,7 +140,7 @@ class SequenceSearch:
         eos_id: end token; a row stops when it produces it.
 
     Example:
-        >>> search = SequenceSearch(model, beam_width=4, alpha=0.6)
+        >>> search = SequenceSearch(model, beam_width=4, alpha=1.0)
         >>> result = search.greedy(source_ids)          # dict of tensors
         >>> result["tokens"].shape                      # (B, L)
         >>> search.beam_search(source_ids)["tokens"]    # (B, K, L), best first
@@ -149,8 +151,8 @@ class SequenceSearch:
         model,
         max_length=None,
         extra_length=50,
-        beam_width=4,
-        alpha=0.6,
+        beam_width=DEFAULT_BEAM_WIDTH,
+        alpha=DEFAULT_ALPHA,
         jit_compile=False,
         growing_cache=None,
         parallel_searches=None,

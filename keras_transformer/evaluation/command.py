@@ -5,6 +5,7 @@ accuracy, macro-F1 and the confusion matrix of a classifier.
     keras-transformer evaluate --run runs/lm-en --split test      # perplexity (task lm)
     keras-transformer evaluate --run runs/sentence-type-en        # accuracy, F1 (task classify)
     keras-transformer evaluate --run runs/zh-en --data my.tsv --beam 1
+    keras-transformer evaluate --run runs/zh-en --split validation --alpha 1.0
     keras-transformer evaluate --run runs/zh-en --data data/cmn-eng/cmn.txt --src zh --tgt en
     keras-transformer evaluate --run runs/zh-en --source-file test.zh --target-file test.en
     keras-transformer evaluate --saved-model export/zh_en/3 --data runs/zh-en/splits/test.tsv
@@ -25,12 +26,12 @@ import datetime
 import os
 import sys
 
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.data.corpus import add_pair_arguments
 from keras_transformer.runs import add_weights_argument
 
 SPLITS = ("train", "validation", "test")
-DEFAULT_BEAM = 4
-DEFAULT_ALPHA = 0.6
 
 
 def add_arguments(parser):
@@ -47,8 +48,14 @@ def add_arguments(parser):
     add_pair_arguments(parser, data_help="source<TAB>reference file to evaluate instead of a split")
     parser.add_argument(
         "--beam", type=int,
-        help=f"beam width of the run's model (default: {DEFAULT_BEAM}; 1: greedy). "
+        help=f"beam width of the run's model (default: {DEFAULT_BEAM_WIDTH}; 1: greedy). "
         "An export keeps the width it was exported with.",
+    )
+    parser.add_argument(
+        "--alpha", type=float,
+        help="length-penalty exponent of the run's beam search, 0 or more; higher favours "
+        f"longer translations (default: {DEFAULT_ALPHA}). Choose it on --split validation; "
+        "an export keeps the exponent it was exported with.",
     )
     add_weights_argument(parser)
     parser.add_argument(
@@ -79,6 +86,8 @@ def _prepare(args):
         _check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.show < 0:
         raise ValueError(f"--show must be 0 or more; received {args.show}.")
+    if args.alpha is not None and not args.alpha >= 0:
+        raise ValueError(f"--alpha must be a number >= 0; received {args.alpha}.")
     from keras_transformer.data.corpus import pair_files
     from keras_transformer.data.corpus import sources_and_targets
 
@@ -108,11 +117,18 @@ def _prepare(args):
                 f"{path} was exported with beam width {beam}; --beam {args.beam} cannot change it "
                 "(evaluate the run folder, or export again)."
             )
+        alpha = find_setting(manifest, "alpha")
+        if args.alpha is not None and alpha is not None and args.alpha != alpha:
+            raise ValueError(
+                f"{path} was exported with length-penalty exponent {alpha}; --alpha {args.alpha} "
+                "cannot change it (evaluate the run folder, or export again)."
+            )
         sources, references = sources_and_targets(data.read())
         facts = {
             "saved_model": os.path.abspath(path),
             "data": data.describe(),
             "beam": beam,
+            "alpha": alpha,
             "target_language": find_setting(manifest, "target_language"),
         }
         translate_fn = saved_model_translator(loaded)
@@ -133,17 +149,18 @@ def _prepare(args):
                 raise ValueError(f"The {split} split of {args.run} is empty; evaluate another, or --data.")
         else:
             sources, references = sources_and_targets(data.read())
-        beam = args.beam or DEFAULT_BEAM
+        beam = args.beam or DEFAULT_BEAM_WIDTH
+        alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
         facts = {
             "run": os.path.abspath(args.run),
             "split": split,
             "data": None if split else data.describe(),
             "beam": beam,
-            "alpha": DEFAULT_ALPHA,
+            "alpha": alpha,
             "weights": run.weights.record(relative_to=args.run),
             "target_language": run.config.get("data", {}).get("target_language"),
         }
-        translate_fn = run_translator(run, beam_width=beam, alpha=DEFAULT_ALPHA)
+        translate_fn = run_translator(run, beam_width=beam, alpha=alpha)
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
     return translate_fn, sources, references, facts
@@ -159,7 +176,7 @@ def _evaluate_task(args, run_dir):
     task = run_dir.task()
     refused = [flag for flag, given in (
         ("--data", args.data), ("--source-file", args.source_file), ("--src", args.src),
-        ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam),
+        ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam), ("--alpha", args.alpha),
         ("--tokenize", args.tokenize), ("--output", args.output),
     ) if given is not None]
     if refused:
@@ -230,7 +247,10 @@ def run(args):
         print(f"source:      {source}\nreference:   {reference}\ntranslation: {hypothesis}\n")
     print(result.bleu_text)
     print(result.chrf_text)
-    print(f"{result.sentences} sentences, beam {facts['beam'] or '(as exported)'}; hypotheses: {output}")
+    search = f"beam {facts['beam'] or '(as exported)'}"
+    if facts.get("alpha") is not None and (facts["beam"] or 0) != 1:
+        search += f", alpha {facts['alpha']}"
+    print(f"{result.sentences} sentences, {search}; hypotheses: {output}")
     if facts.get("weights"):
         weights = facts["weights"]
         print(f"weights: {weights['kind']} ({weights['path']}, epoch {weights['epoch']}, "

@@ -14,6 +14,9 @@ when the export was made from the same weights with the same beam width.
 import json
 import os
 
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+
 MANIFEST_FILE = "manifest.json"  # written by keras_transformer.export.writer
 
 
@@ -21,7 +24,7 @@ def _texts(tensor):
     return [value.decode("utf-8") for value in tensor.numpy().tolist()]
 
 
-def translation_module(run, beam_width=4, alpha=0.6):
+def translation_module(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA):
     """The `TranslationModule` of a loaded run (beam search of width `beam_width`)."""
     from keras_transformer.export.module import TranslationModule
 
@@ -45,7 +48,7 @@ def module_translator(module):
     return translate
 
 
-def run_translator(run, beam_width=4, alpha=0.6):
+def run_translator(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA):
     """The `translate_fn` of a run folder's model.
 
     Args:

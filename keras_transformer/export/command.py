@@ -7,6 +7,8 @@ else the best) are exported unless `--weights` says otherwise; the manifest
 records the task and which weights (kind, file, epoch, step, validation loss).
 """
 
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.runs import add_weights_argument
 
 
@@ -17,10 +19,11 @@ def add_arguments(parser):
     parser.add_argument("--base", default="export", help="TF Serving base path (default: export)")
     parser.add_argument("--version", type=int, default=None,
                         help="version number (default: one above the latest)")
-    parser.add_argument("--beam", type=int, default=4,
-                        help="translator: beam width; 1 = greedy (default: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6,
-                        help="translator: length-penalty exponent")
+    parser.add_argument("--beam", type=int, default=DEFAULT_BEAM_WIDTH,
+                        help=f"translator: beam width; 1 = greedy (default: {DEFAULT_BEAM_WIDTH})")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help="translator: length-penalty exponent, 0 or more; higher favours "
+                             f"longer translations (default: {DEFAULT_ALPHA})")
     parser.add_argument("--max-length", type=int, default=None,
                         help="translator: cap on output subwords; language model: cap on "
                              "prompt and new subwords together (default: the model's "
@@ -106,7 +109,8 @@ def _classifier_export(run, run_folder):
     return module, test_texts[:4] or ["Hello"], manifest
 
 
-def export_run(run_dir, name, base="export", version=None, beam=4, alpha=0.6,
+def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WIDTH,
+               alpha=DEFAULT_ALPHA,
                max_length=None, xla=False, overwrite=False, keras_file=True, weights=None,
                max_new_tokens=32, parallel_searches=None):
     """Exports the model of a run folder, whatever its task; returns the version folder's path.

@@ -17,6 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.generation import Generator
@@ -109,8 +111,8 @@ class TranslationModule(ExportModule):
         source_tokenizer,
         target_tokenizer,
         max_source_length,
-        beam_width=4,
-        alpha=0.6,
+        beam_width=DEFAULT_BEAM_WIDTH,
+        alpha=DEFAULT_ALPHA,
         max_output_length=None,
         jit_compile=False,
         parallel_searches=None,

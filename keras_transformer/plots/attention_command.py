@@ -8,10 +8,9 @@
 import os
 import sys
 
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.plots.attention import KINDS
 from keras_transformer.runs import add_weights_argument
-
-DEFAULT_BEAM = 4
 
 
 def add_arguments(parser):
@@ -26,7 +25,7 @@ def add_arguments(parser):
         "--kind", choices=KINDS, default="cross",
         help="cross (output × input), encoder or decoder self-attention (default: cross)",
     )
-    parser.add_argument("--beam", type=int, help=f"beam width of the run's model (default: {DEFAULT_BEAM})")
+    parser.add_argument("--beam", type=int, help=f"beam width of the run's model (default: {DEFAULT_BEAM_WIDTH})")
     add_weights_argument(parser)
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default: 100)")
 
@@ -53,7 +52,7 @@ def run(args):
         if not os.path.isdir(args.run):
             raise FileNotFoundError(f"{args.run} does not exist: train a run first.")
         run_ = load_run(args.run, weights=args.weights, task="translate", command="plot-attention")
-        module = translation_module(run_, beam_width=args.beam or DEFAULT_BEAM)
+        module = translation_module(run_, beam_width=args.beam or DEFAULT_BEAM_WIDTH)
         maps = attention.from_module(module, args.text, kind=args.kind)
     figure = attention.attention_figure(maps)
     missing = save_checked(figure, args.output, dpi=args.dpi)

@@ -33,13 +33,16 @@ def test_evaluate_with_a_missing_data_file_is_one_line(cli, run_dir, tmp_path):
     assert str(missing) in _one_error_line(err, "evaluate")
 
 
-def test_export_parallel_searches_reach_the_search_and_bad_ones_are_one_line(
+def test_export_search_settings_reach_the_manifest_and_bad_ones_are_one_line(
         cli, run_dir, export_dir, tmp_path):
     with open(os.path.join(export_dir, "manifest.json"), encoding="utf-8") as file:
-        assert json.load(file)["decoding"]["parallel_searches"] == 2  # the default
+        decoding = json.load(file)["decoding"]
+    # The defaults (keras_transformer.constants, SequenceSearch) reach the export.
+    assert (decoding["parallel_searches"], decoding["alpha"]) == (2, 0.6)
     base = tmp_path / "export"
     for flags, expected in ((["--parallel-searches", 0], "parallel_searches"),
-                            (["--parallel-searches", 2, "--xla"], "jit_compile=False")):
+                            (["--parallel-searches", 2, "--xla"], "jit_compile=False"),
+                            (["--alpha", -1], "`alpha` must be a number >= 0")):
         code, _, err = cli("export", "--run", run_dir, "--name", "zh_en", "--base", base, *flags)
         assert code == 2
         assert expected in _one_error_line(err, "export")
