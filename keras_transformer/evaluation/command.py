@@ -176,8 +176,8 @@ def _evaluate_task(args, run_dir):
     task = run_dir.task()
     refused = [flag for flag, given in (
         ("--data", args.data), ("--source-file", args.source_file), ("--src", args.src),
-        ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam), ("--alpha", args.alpha),
-        ("--tokenize", args.tokenize), ("--output", args.output),
+        ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam),
+        ("--alpha", args.alpha), ("--tokenize", args.tokenize), ("--output", args.output),
     ) if given is not None]
     if refused:
         raise ValueError(
