@@ -11,3 +11,8 @@ EOS_ID = 3  # end of sequence: decoding stops when it is produced.
 # α 0.6 was chosen on the validation split (README, "Which weights, which recipe").
 DEFAULT_BEAM_WIDTH = 4
 DEFAULT_ALPHA = 0.6
+
+# Rows (sentences x beam width) each shard of a batch must get before `SequenceSearch`
+# splits it: below that, a step is mostly per-op overhead, which shards only repeat
+# (bench/README.md, "A large batch searched as two shards at once").
+MIN_SHARD_ROWS = 16

@@ -28,6 +28,7 @@ from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import EOS_ID
+from keras_transformer.constants import MIN_SHARD_ROWS
 from keras_transformer.constants import PAD_ID
 from keras_transformer.ops import checks
 from keras_transformer.ops.cache import BATCH_AXIS
@@ -35,10 +36,6 @@ from keras_transformer.ops.cache import loop_shape_invariants
 
 # "Minus infinity" for scores: finite, so sums and differences never give NaN.
 NEG_INF = -1e9
-
-# Rows (sentences x beam width) each shard must get before a batch is split: below
-# that, a step is mostly per-op overhead, which shards only repeat (bench/README.md).
-MIN_SHARD_ROWS = 16
 
 
 def length_penalty(length, alpha):

@@ -9,6 +9,7 @@ records the task and which weights (kind, file, epoch, step, validation loss).
 
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import MIN_SHARD_ROWS
 from keras_transformer.runs import add_weights_argument
 
 
@@ -35,9 +36,10 @@ def add_arguments(parser):
                         help="compile decoding (translator) or generation (language model) "
                              "with XLA; TF Serving then needs --xla_cpu_compilation_enabled=true")
     parser.add_argument("--parallel-searches", type=int, default=None, metavar="P",
-                        help="translator without XLA: search a batch of 32 or more hypotheses "
-                             "as P shards at once, on P cores (default: 2, 1 with --xla; 1 for "
-                             "a server whose cores are already busy with concurrent requests)")
+                        help="translator without XLA: search a batch as P shards at once, on P "
+                             f"cores, when each shard gets {MIN_SHARD_ROWS} hypotheses or more "
+                             "(default: 2, 1 with --xla; 1 for a server whose cores are already "
+                             "busy with concurrent requests)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--no-keras", dest="keras", action="store_false",
                         help="do not write model.keras beside the SavedModel")
@@ -110,9 +112,8 @@ def _classifier_export(run, run_folder):
 
 
 def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WIDTH,
-               alpha=DEFAULT_ALPHA,
-               max_length=None, xla=False, overwrite=False, keras_file=True, weights=None,
-               max_new_tokens=32, parallel_searches=None):
+               alpha=DEFAULT_ALPHA, max_length=None, xla=False, overwrite=False, keras_file=True,
+               weights=None, max_new_tokens=32, parallel_searches=None):
     """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
     `weights`: None (the default choice), "best", "last", "average" or a weights file
