@@ -33,6 +33,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.search import longest
 from keras_transformer.decoding.search import next_token_log_probs
 from keras_transformer.decoding.search import strip_end
 from keras_transformer.ops import checks
@@ -260,7 +261,7 @@ class Generator:
         if self.jit_compile:
             length = self.max_length  # XLA needs a static cache shape.
         else:
-            length = tf.minimum(tf.reduce_max(totals), self.max_length)
+            length = tf.minimum(longest(totals), self.max_length)
         # A row's sequence ends at its limit (prompt + max_new_tokens, capped).
         limits = tf.minimum(totals, length)
         prompt_lengths = tf.minimum(prompt_lengths, length)
@@ -309,9 +310,9 @@ class Generator:
 
     def _new_tokens(self, sequences, prompt_lengths, limits):
         new_lengths = limits - prompt_lengths
-        positions = prompt_lengths[:, None] + tf.range(tf.reduce_max(new_lengths))[None, :]
+        positions = prompt_lengths[:, None] + tf.range(longest(new_lengths))[None, :]
         valid = positions < limits[:, None]
         last = tf.shape(sequences)[1] - 1
         tokens = tf.gather(sequences, tf.minimum(positions, last), batch_dims=1)
         tokens, lengths = strip_end(tf.where(valid, tokens, PAD_ID), self.eos_id)
-        return {"tokens": tokens[:, : tf.reduce_max(lengths)], "lengths": lengths}
+        return {"tokens": tokens[:, : longest(lengths)], "lengths": lengths}

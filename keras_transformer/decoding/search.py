@@ -77,10 +77,18 @@ def strip_end(tokens, eos_id):
     return tokens, lengths
 
 
+def longest(lengths):
+    """The largest of the int32 `lengths` (any shape); 0 when there are none.
+
+    `tf.reduce_max` of no values is the dtype's minimum, which as a length makes
+    an empty batch fail (`tf.range`, `tf.zeros`) instead of giving empty results.
+    """
+    return tf.maximum(tf.reduce_max(lengths), 0)
+
+
 def _trim(result):
     """Cuts the (..., L) tokens to the longest hypothesis produced."""
-    longest = tf.reduce_max(result["lengths"])
-    return {**result, "tokens": result["tokens"][..., :longest]}
+    return {**result, "tokens": result["tokens"][..., : longest(result["lengths"])]}
 
 
 def shard_sizes(batch_size, rows_per_sentence, shards):
@@ -264,7 +272,7 @@ class SequenceSearch:
         limits = tf.clip_by_value(limits, 1, self.max_length)
         if self.jit_compile:
             return limits, self.max_length  # XLA needs a static cache shape.
-        return limits, tf.reduce_max(limits)
+        return limits, longest(limits)
 
     def _start(self, encoder_tokens, max_new_tokens, repeats=1):
         encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.search import longest
 from keras_transformer.decoding.search import next_token_log_probs
 
 
@@ -50,7 +51,6 @@ def make_uncached_greedy(model, max_length, bos_id=BOS_ID, eos_id=EOS_ID):
         tokens = prefix[:, 1:]
         ended = tf.cumsum(tf.cast(tf.equal(tokens, eos_id), tf.int32), axis=-1) > 0
         tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
-        longest = tf.reduce_max(tf.reduce_sum(tf.cast(tokens != PAD_ID, tf.int32), axis=-1))
-        return tokens[:, :longest]
+        return tokens[:, : longest(tf.reduce_sum(tf.cast(tokens != PAD_ID, tf.int32), axis=-1))]
 
     return decode

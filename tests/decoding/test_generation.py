@@ -171,3 +171,10 @@ def test_generation_runs_under_mixed_precision():
     tokens = result["tokens"].numpy()
     assert result["lengths"].numpy().tolist() == [4, 4, 4]
     assert not np.isin(tokens, [0, BOS_ID]).any() and tokens.max() < VOCAB
+
+
+@pytest.mark.parametrize("kind", ["cached", "uncached"])
+def test_no_prompts_give_no_rows(generators, kind):
+    result = generators[kind].generate(np.zeros((0, 4), "int32"), max_new_tokens=5)
+    assert result["tokens"].shape == (0, 0)
+    assert result["lengths"].shape == (0,)

@@ -163,6 +163,23 @@ def test_decoding_stops_at_the_end_token_and_emits_nothing_after(half_trained_mo
     assert np.all(np.asarray(greedy["lengths"]) < 12)
 
 
+@pytest.mark.parametrize("settings", [
+    dict(),  # the default: P = 2 searches, a growing cache
+    dict(parallel_searches=1, growing_cache=False),
+    dict(jit_compile=True),
+])
+def test_an_empty_batch_gives_empty_results(half_trained_model, settings):
+    # A server may pass on a request of no rows: the search answers it with no rows.
+    search = SequenceSearch(half_trained_model, max_length=10, beam_width=3, **settings)
+    empty = np.zeros((0, 5), "int32")
+    greedy, beam = search.greedy(empty), search.beam_search(empty)
+    assert greedy["tokens"].shape == (0, 0)
+    assert greedy["lengths"].shape == greedy["scores"].shape == (0,)
+    assert beam["tokens"].shape == (0, 3, 0)
+    assert beam["lengths"].shape == beam["scores"].shape == (0, 3)
+    assert make_uncached_greedy(half_trained_model, max_length=10)(empty).shape == (0, 0)
+
+
 def test_bad_search_arguments_are_rejected():
     model = _random_model(4)
     with pytest.raises(ValueError, match="beam_width"):

@@ -146,6 +146,18 @@ def test_other_signatures_serve_users(exported):
     assert tokens["pieces"].dtype == tf.string
 
 
+def test_every_signature_answers_an_empty_batch_with_no_rows(exported):
+    # A columnar REST request (`{"inputs": {"text": []}}`) or a gRPC tensor of shape
+    # [0] reaches the graph with no rows; the answer is no rows, not an error.
+    _, _, path = exported
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) >= {"serving_default", "translate_n_best", "score", "attention"}
+    for name, function in loaded.signatures.items():
+        inputs = function.structured_input_signature[1]
+        outputs = function(**{key: tf.constant([], spec.dtype) for key, spec in inputs.items()})
+        assert outputs and all(value.shape[0] == 0 for value in outputs.values()), name
+
+
 def test_existing_version_is_not_overwritten_unless_asked(tiny_translator, exported):
     module, assets = tiny_translator
     _, base, _ = exported

@@ -156,6 +156,15 @@ def test_embedded_server_rest_predict_with_the_sample_signature(loaded, served):
     assert status == 400 and "No classification inputs" in body["error"], body
 
 
+def test_embedded_server_answers_an_empty_columnar_request_with_no_rows(served):
+    status, body = post(served, "/v1/models/english:predict", {"inputs": {"text": []}})
+    assert status == 200, body
+    assert body == {"outputs": []}
+    # The row format needs a row, as in TF Serving.
+    status, body = post(served, "/v1/models/english:predict", {"instances": []})
+    assert status == 400 and "No values in 'instances' array" in body["error"], body
+
+
 def test_embedded_server_grpc_predict(loaded, served):
     request = predict_pb2.PredictRequest()
     request.model_spec.name = "english"
