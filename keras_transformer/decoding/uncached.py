@@ -51,6 +51,7 @@ def make_uncached_greedy(model, max_length, bos_id=BOS_ID, eos_id=EOS_ID):
         tokens = prefix[:, 1:]
         ended = tf.cumsum(tf.cast(tf.equal(tokens, eos_id), tf.int32), axis=-1) > 0
         tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
-        return tokens[:, : longest(tf.reduce_sum(tf.cast(tokens != PAD_ID, tf.int32), axis=-1))]
+        lengths = tf.reduce_sum(tf.cast(tokens != PAD_ID, tf.int32), axis=-1)
+        return tokens[:, : longest(lengths)]
 
     return decode
