@@ -20,7 +20,7 @@ import argparse
 import dataclasses
 
 DEFAULT_WARMUP_STEPS = 250  # why these values: keras_transformer/training/schedule.py
-DEFAULT_SCALE = 0.3
+DEFAULT_SCALE = 0.5
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
 LR_DECAYS = ("rsqrt", "linear")  # after the warmup: keras_transformer/training/schedule.py
 
