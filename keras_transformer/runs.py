@@ -86,6 +86,24 @@ DEFAULT_TASK = "translate"
 TASK_NAMES = {"translate": "translation", "lm": "language-model", "classify": "classifier"}
 DEFAULT_AVERAGE_LAST = 5
 
+
+def epochs_to_average(epochs_trained, kept):
+    """How many of the newest epoch checkpoints the end of training averages.
+
+    `DEFAULT_AVERAGE_LAST`, but never more than half the epochs trained: the early
+    epochs of a short run are still in the steep part of the loss curve, and an
+    average that reaches back to them loses (README, the 636-step table: averaging 5
+    of 6 epochs scored 14.5 test BLEU, the last 3 of them 21.4).
+
+    Args:
+        epochs_trained: epochs the run has completed (across resumes).
+        kept: epoch checkpoints in the run folder.
+
+    Returns:
+        The count; below 2 means no average (the best weights serve instead).
+    """
+    return min(DEFAULT_AVERAGE_LAST, epochs_trained // 2, kept)
+
 _LEGACY_BACKUP = ("latest.weights.h5", "training_metadata.json")
 _STEP = re.compile(r"^step-(\d{8})\.weights\.h5$")
 _EPOCH = re.compile(r"^epoch-(\d{4,})\.weights\.h5$")

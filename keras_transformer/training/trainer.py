@@ -22,9 +22,9 @@ import os
 import sys
 import warnings
 
-from keras_transformer.runs import DEFAULT_AVERAGE_LAST
 from keras_transformer.runs import DEFAULT_TASK
 from keras_transformer.runs import RunDir
+from keras_transformer.runs import epochs_to_average
 from keras_transformer.runs import task_of
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
@@ -455,9 +455,10 @@ def train(
             # Averaging the newest epoch checkpoints beat both the final and the
             # best-validation-loss weights on the bundled corpus (README: the A/B
             # table); commands use this average by default.
-            epochs = len(run.checkpoints("epoch"))
-            if epochs >= 2:
-                run.average(last=min(epochs, DEFAULT_AVERAGE_LAST))
+            kept = run.checkpoints("epoch")
+            count = epochs_to_average(kept[-1].number + 1 if kept else 0, len(kept))
+            if count >= 2:
+                run.average(last=count)
     finally:
         keras.config.set_dtype_policy(previous_policy)
 

@@ -62,10 +62,12 @@ def test_training_keeps_the_best_epoch_and_commands_use_it(fresh_run):
     assert run.load("best").weights.path == best.path
 
     # The default: the average of the newest epoch checkpoints, written when training
-    # ended; once a newer epoch checkpoint exists it is stale and the best is used.
+    # ended, never reaching back past half the run (4 epochs: the newest 2 of the 4
+    # kept); once a newer epoch checkpoint exists it is stale and the best is used.
     default = run.weights()
     assert default.kind == "average" and default.epoch == history[-1]["epoch"]
-    assert len(default.sources) == 4
+    assert default.sources == tuple(
+        os.path.relpath(checkpoint.path, run.path) for checkpoint in run.checkpoints("epoch")[-2:])
     assert run.load().weights.path == default.path
     newest = run.checkpoints("epoch")[-1].path
     os.link(newest, run.epoch_checkpoint_path(history[-1]["epoch"] + 1))
