@@ -104,6 +104,7 @@ def epochs_to_average(epochs_trained, kept):
     """
     return min(DEFAULT_AVERAGE_LAST, epochs_trained // 2, kept)
 
+
 _LEGACY_BACKUP = ("latest.weights.h5", "training_metadata.json")
 _STEP = re.compile(r"^step-(\d{8})\.weights\.h5$")
 _EPOCH = re.compile(r"^epoch-(\d{4,})\.weights\.h5$")
