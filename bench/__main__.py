@@ -4,7 +4,7 @@ Each benchmark measures ours beside its baseline in the same process, so the rat
 hold on any machine; absolute numbers are labelled with the machine in the JSON.
 
 Examples:
-    python -m bench                      # everything, full size (2-core CPU: ~25-30 min)
+    python -m bench                      # everything, full size (2-core CPU: ~40-45 min)
     python -m bench --quick              # everything, small sizes (a few minutes)
     python -m bench training attention   # some of them
     python -m bench profile              # where a training step's time goes (on request only)
@@ -31,7 +31,9 @@ from bench.common import use_threads  # noqa: E402
 from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
 from keras_transformer.data.corpus import pair_files  # noqa: E402
 
-BENCHMARKS = ["ceiling", "training", "attention", "decoding", "generation", "export", "serving"]
+BENCHMARKS = [
+    "ceiling", "training", "epochs", "attention", "decoding", "generation", "export", "serving",
+]
 # Run only when named: explanations of the training and decoding numbers, not comparisons.
 ON_REQUEST = ["profile", "kernels"]
 
