@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from unittest import mock
 
-from bench.training import _DATA
+from bench.training import corpus
 
 EPOCHS = 4
 QUICK_EPOCHS = 3
@@ -57,8 +57,9 @@ def run(results, quick=False):
     options = results.options
     preset = "tiny" if quick else options.get("preset", "small")
     epochs = QUICK_EPOCHS if quick else EPOCHS
-    pairs = _DATA.get("pairs")
-    config = TrainingConfig(epochs=epochs, patience=0, token_budget=options.get("token_budget", 4096))
+    pairs = corpus()
+    config = TrainingConfig(epochs=epochs, patience=0,
+                            token_budget=options.get("token_budget", 4096))
     seconds = {}
     with tempfile.TemporaryDirectory(prefix="bench-epochs-") as folder:
         prepared = os.path.join(folder, "prepared")
@@ -81,5 +82,5 @@ def run(results, quick=False):
         case = f"{preset}, epochs 2-{epochs}"
         results.add("epochs", case + f", {design}", "mean epoch", round(mean[design], 1), "s",
                     ratio=round(ratio, 2), baseline="autotuned")
-        results.add("epochs", case + f", {design}", "slowest epoch", round(max(seconds[design][1:]), 1),
-                    "s")
+        results.add("epochs", case + f", {design}", "slowest epoch",
+                    round(max(seconds[design][1:]), 1), "s")

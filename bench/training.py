@@ -77,6 +77,11 @@ def use_corpus(pairs):
     _DATA["pairs"] = pairs
 
 
+def corpus():
+    """The corpus `use_corpus` set (a `PairFiles`), or None for the bundled cmn.txt."""
+    return _DATA.get("pairs")
+
+
 def corpus_and_tokenizers():
     """(sources, targets, source tokenizer, target tokenizer), built once per process."""
     if "sources" not in _DATA:
