@@ -17,6 +17,7 @@ first pass over the corpus) is left out of the mean. The designs run one after
 the other, not interleaved: what is measured is the pause between epochs.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -57,22 +58,19 @@ def run(results, quick=False):
     options = results.options
     preset = "tiny" if quick else options.get("preset", "small")
     epochs = QUICK_EPOCHS if quick else EPOCHS
-    pairs = corpus()
     config = TrainingConfig(epochs=epochs, patience=0,
                             token_budget=options.get("token_budget", 4096))
     seconds = {}
     with tempfile.TemporaryDirectory(prefix="bench-epochs-") as folder:
         prepared = os.path.join(folder, "prepared")
-        prepare_run(prepared, pairs or str(DEFAULT_CMN_ENG_PATH), "zh", "en", preset)
+        prepare_run(prepared, corpus() or str(DEFAULT_CMN_ENG_PATH), "zh", "en", preset)
         for design in ("ours", "autotuned"):
             run_dir = os.path.join(folder, design)
             shutil.copytree(prepared, run_dir)
             print(f"  epochs: {design}, {epochs} epochs of the {preset} preset ...", flush=True)
-            if design == "ours":
+            with (contextlib.nullcontext() if design == "ours"
+                  else mock.patch.object(tasks, "for_fit", _autotuned(tasks.for_fit))):
                 train(run_dir, config, verbose=0)
-            else:
-                with mock.patch.object(tasks, "for_fit", _autotuned(tasks.for_fit)):
-                    train(run_dir, config, verbose=0)
             seconds[design] = _epoch_seconds(run_dir)
             print(f"  epochs: {design}: " + ", ".join(f"{s:.1f}" for s in seconds[design]) + " s",
                   flush=True)

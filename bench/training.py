@@ -91,7 +91,7 @@ def corpus_and_tokenizers():
         from keras_transformer.data.tokenizer import SubwordTokenizer
         from keras_transformer.data.tokenizer import train_tokenizers
 
-        pairs = _DATA.get("pairs")
+        pairs = corpus()
         split = split_pairs(pairs.read() if pairs else read_cmn_eng(), seed=0)
         sources, targets = sources_and_targets(split.train)
         with tempfile.TemporaryDirectory(prefix="bench-tokenizers-") as folder:
