@@ -32,7 +32,7 @@ from keras_transformer.data.corpus import add_pair_arguments  # noqa: E402
 from keras_transformer.data.corpus import pair_files  # noqa: E402
 
 BENCHMARKS = [
-    "ceiling", "training", "epochs", "attention", "decoding", "generation", "export", "serving",
+    "ceiling", "training", "step", "epochs", "attention", "decoding", "generation", "export", "serving",
 ]
 # Run only when named: explanations of the training and decoding numbers, not comparisons.
 ON_REQUEST = ["profile", "kernels"]

@@ -5,6 +5,7 @@ from keras_transformer.layers.decoder import DecoderBlock
 from keras_transformer.layers.encoder import EncoderBlock
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.head_projection import HeadProjection
+from keras_transformer.layers.normalization import LayerNormalization
 from keras_transformer.layers.padding_mask import PaddingMask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
@@ -13,6 +14,7 @@ __all__ = [
     "EncoderBlock",
     "FeedForward",
     "HeadProjection",
+    "LayerNormalization",
     "MultiHeadSelfAttention",
     "PaddingMask",
     "PositionalEncoding",

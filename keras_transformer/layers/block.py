@@ -10,6 +10,7 @@ import keras
 from keras_transformer.layers.attention import MultiHeadSelfAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.normalization import LayerNormalization
 from keras_transformer.ops import checks
 from keras_transformer.ops.choices import NORMALIZATIONS
 
@@ -66,7 +67,7 @@ class TransformerBlock(keras.layers.Layer):
         self.supports_masking = True
 
     def _make_norm(self, name, inputs_shape):
-        norm = keras.layers.LayerNormalization(
+        norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
         norm.build(inputs_shape)

@@ -7,6 +7,7 @@ Imports Keras (the layers); `config` stays free of it.
 
 import keras
 
+from keras_transformer.layers.normalization import LayerNormalization
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.models.config import preset
 
@@ -66,7 +67,7 @@ def output_norm(config, name):
     """The LayerNormalization after a pre-LN stack; None for post-LN."""
     if not config.norm_first:
         return None
-    return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+    return LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
 
 
 def float32_logits(name="logits"):

@@ -105,6 +105,17 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         return {"name": self.name, "label_smoothing": self.label_smoothing, "pad_id": self.pad_id}
 
 
+def predicted_ids(logits):
+    """The (B, T) int32 arg-max ids of (B, T, V) logits.
+
+    TensorFlow's own `ArgMax`, one pass over the logits, the largest tensor of a
+    training step: `keras.ops.argmax` first rewrites every -0.0 (a fix for JAX's
+    flush-to-zero), five more passes over (B, T, V) that cost 6% of a training
+    step of the small model on a CPU (`python -m bench step`).
+    """
+    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedTokenAccuracy(keras.metrics.Metric):
     """Share of non-padding tokens whose arg-max prediction equals the label.
@@ -131,7 +142,7 @@ class MaskedTokenAccuracy(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        predictions = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        predictions = predicted_ids(y_pred)
         mask = ops.not_equal(y_true, self.pad_id)
         hits = ops.logical_and(ops.equal(predictions, y_true), mask)
         self.correct.assign_add(ops.sum(ops.cast(hits, self.dtype)))

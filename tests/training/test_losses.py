@@ -81,3 +81,18 @@ def test_loss_and_metric_survive_serialization():
     assert restored.label_smoothing == 0.2
     metric = keras.metrics.deserialize(keras.metrics.serialize(MaskedTokenAccuracy()))
     assert isinstance(metric, MaskedTokenAccuracy)
+
+
+def test_accuracy_reads_the_logits_once_with_one_arg_max():
+    # The logits are the largest tensor of a training step, (B, T, V): the metric that
+    # runs every step may touch them only through a single ArgMax, not through the
+    # extra elementwise passes of `keras.ops.argmax` (its -0.0 rewrite).
+    import tensorflow as tf
+
+    metric = MaskedTokenAccuracy()
+    update = tf.function(metric.update_state).get_concrete_function(
+        tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None, 11), tf.float32))
+    logits = update.graph.inputs[1]
+    readers = [op.type for op in update.graph.get_operations()
+               if any(tensor is logits for tensor in op.inputs)]
+    assert readers == ["ArgMax"]
