@@ -4,7 +4,7 @@ Each benchmark measures ours beside its baseline in the same process, so the rat
 hold on any machine; absolute numbers are labelled with the machine in the JSON.
 
 Examples:
-    python -m bench                      # everything, full size (2-core CPU: ~40-45 min)
+    python -m bench                      # everything, full size (2-core CPU: ~45-50 min)
     python -m bench --quick              # everything, small sizes (a few minutes)
     python -m bench training attention   # some of them
     python -m bench profile              # where a training step's time goes (on request only)
