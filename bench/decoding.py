@@ -14,6 +14,7 @@ import collections
 import numpy as np
 
 from bench.common import jit_modes
+from bench.common import rounds_for_batch
 from bench.common import time_interleaved
 
 
@@ -114,7 +115,7 @@ def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision
                 lambda: uncached(source).numpy(),
                 lambda: beam.beam_search(source, new_tokens)["tokens"].numpy(),
             ],
-            repeats=repeats,
+            repeats=rounds_for_batch(batch_size, repeats),
         )
         case = f"{label}, batch {batch_size}"
         results.add("decoding", case, baseline_name, batch_size / baseline, "sent/s")

@@ -12,6 +12,7 @@ reported relative to cached greedy.
 import numpy as np
 
 from bench.common import jit_modes
+from bench.common import rounds_for_batch
 from bench.common import time_interleaved
 
 
@@ -66,7 +67,7 @@ def _run(results, preset, new_tokens, prompt_length, batch_sizes, jit, precision
                 lambda: uncached.generate(prompts, new_tokens)["tokens"].numpy(),
                 lambda: cached.generate(prompts, new_tokens, **sampling)["tokens"].numpy(),
             ],
-            repeats=repeats,
+            repeats=rounds_for_batch(batch_size, repeats),
         )
         tokens = batch_size * new_tokens
         case = f"{label}, batch {batch_size}"

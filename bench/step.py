@@ -96,15 +96,10 @@ def _time_norms(results, config, quick):
 
 
 def run(results, quick=False):
-    from keras_transformer.models import preset as make_preset
-
     options = results.options
     preset = "tiny" if quick else options.get("preset", "small")
     steps = options.get("steps") or (2 if quick else 8)
-    _, _, source, target = training.corpus_and_tokenizers()
-    config = make_preset(preset, source_vocab_size=source.vocab_size,
-                         target_vocab_size=target.vocab_size,
-                         max_length=max(training.MAX_LENGTH, make_preset(preset).max_length))
+    config = training.model_config(preset)
     budget = options.get("token_budget", 4096)
     precision = options.get("mixed_precision", "none")
     designs = {}

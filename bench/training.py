@@ -82,6 +82,17 @@ def corpus():
     return _DATA.get("pairs")
 
 
+def model_config(preset):
+    """The preset's config with the benchmark corpus' vocabulary sizes and a length
+    cap that fits its longest batches."""
+    from keras_transformer.models import preset as make_preset
+
+    _, _, source, target = corpus_and_tokenizers()
+    return make_preset(preset, source_vocab_size=source.vocab_size,
+                       target_vocab_size=target.vocab_size,
+                       max_length=max(MAX_LENGTH, make_preset(preset).max_length))
+
+
 def corpus_and_tokenizers():
     """(sources, targets, source tokenizer, target tokenizer), built once per process."""
     if "sources" not in _DATA:
@@ -254,8 +265,6 @@ def _quiet(warnings):
 
 
 def run(results, quick=False):
-    from keras_transformer.models import preset as make_preset
-
     options = results.options
     preset = options.get("preset", "small")
     precision = options.get("mixed_precision", "none")
@@ -264,10 +273,7 @@ def run(results, quick=False):
     modes = jit_modes(options)
     steps = options.get("steps") or (3 if quick else 12)
     rounds = 2 if quick else 3
-    sources, targets, source, target = corpus_and_tokenizers()
-    config = make_preset(preset, source_vocab_size=source.vocab_size,
-                         target_vocab_size=target.vocab_size,
-                         max_length=max(MAX_LENGTH, make_preset(preset).max_length))
+    config = model_config(preset)
     peak_dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
     peak = ceiling.flops(results, peak_dtype, quick=quick)
     peak_label = "bf16" if peak_dtype == "bfloat16" else "fp32"

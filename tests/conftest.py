@@ -1,12 +1,15 @@
 """Test set-up: TensorFlow backend, quiet logs, a clean dtype policy per test."""
 
 import os
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for graph_ops
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,10 @@
 """LayerNormalization: Keras' layer, numbers and gradients, with a closed-form backward pass."""
 
-import collections
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_ops import gradient_op_types
 
 from keras_transformer.layers import DecoderBlock
 from keras_transformer.layers import EncoderBlock
@@ -64,32 +63,20 @@ def test_mixed_precision_computes_in_float32_and_returns_bfloat16():
         np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
 
 
-def _gradient_op_types(layer, shape):
-    @tf.function
-    def gradients(inputs):
-        with tf.GradientTape() as tape:
-            tape.watch(inputs)
-            loss = tf.reduce_sum(tf.square(layer(inputs)))
-        return tape.gradient(loss, [inputs] + layer.trainable_weights)
-
-    graph = gradients.get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph
-    return collections.Counter(op.type for op in graph.get_operations())
-
-
 def test_backward_pass_is_the_closed_form_in_the_layer_and_in_every_block():
     # Differentiating the forward formula leaves an RsqrtGrad (and the Tiles of the
     # moments' gradients); the closed form has none.
     shape = (2, 5, 8)
     stock = keras.layers.LayerNormalization()
     stock.build(shape)
-    assert _gradient_op_types(stock, shape)["RsqrtGrad"] == 1  # the marker is sound
+    assert gradient_op_types(stock, shape)["RsqrtGrad"] == 1  # the marker is sound
     ours = LayerNormalization()
     ours.build(shape)
     encoder, decoder = EncoderBlock(2, 16), DecoderBlock(2, 16)
     encoder.build(shape)
     decoder.build(shape)
     for layer in (ours, encoder, decoder):
-        assert _gradient_op_types(layer, shape)["RsqrtGrad"] == 0, layer.name
+        assert gradient_op_types(layer, shape)["RsqrtGrad"] == 0, layer.name
 
 
 def test_a_saved_model_reloads_with_our_layer_and_its_outputs(tmp_path):

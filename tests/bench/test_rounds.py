@@ -1,0 +1,37 @@
+"""Small batches are timed over more interleaved rounds: their calls are short, and
+a few seconds of a drifting VM make a noisy ratio."""
+
+from unittest import mock
+
+import pytest
+
+from bench.common import Results
+from bench.common import rounds_for_batch
+
+
+def test_rounds_grow_as_the_batch_shrinks_up_to_the_cap():
+    assert rounds_for_batch(32, 5) == 5
+    assert rounds_for_batch(64, 5) == 5
+    assert rounds_for_batch(16, 5) == 10
+    assert rounds_for_batch(1, 5) == 25  # capped at 5x, not 32x
+    assert rounds_for_batch(1, 3) == 15
+    counts = [rounds_for_batch(batch, 5) for batch in range(1, 65)]
+    assert counts == sorted(counts, reverse=True)
+
+
+@pytest.mark.parametrize("module", ["decoding", "generation"])
+def test_the_speed_benchmarks_time_batch_1_over_more_rounds(module):
+    import importlib
+
+    benchmark = importlib.import_module(f"bench.{module}")
+    rounds = []
+
+    def fake_timing(functions, warmup=1, repeats=5):
+        rounds.append(repeats)
+        return [1.0] * len(functions)
+
+    with mock.patch.object(benchmark, "time_interleaved", fake_timing):
+        benchmark.run(Results({"preset": "tiny", "xla": "off"}), quick=True, new_tokens=4,
+                      batch_sizes=(1, 32))
+    assert rounds == [rounds_for_batch(1, 3), rounds_for_batch(32, 3)]
+    assert rounds[0] > rounds[1]
