@@ -1,6 +1,7 @@
 """Small batches are timed over more interleaved rounds: their calls are short, and
 a few seconds of a drifting VM make a noisy ratio."""
 
+import importlib
 from unittest import mock
 
 import pytest
@@ -21,8 +22,6 @@ def test_rounds_grow_as_the_batch_shrinks_up_to_the_cap():
 
 @pytest.mark.parametrize("module", ["decoding", "generation"])
 def test_the_speed_benchmarks_time_batch_1_over_more_rounds(module):
-    import importlib
-
     benchmark = importlib.import_module(f"bench.{module}")
     rounds = []
 
