@@ -17,8 +17,11 @@ run a training flag that is given overrides the stored setting (each difference 
 printed, one line each); a flag not given keeps the stored setting. The training
 flags are generated from `TrainingConfig`'s fields (names, types, defaults, help).
 A new run's model is its preset with the `MODEL_FLAGS` given (its shape, its dropout
-rates); a resumed run keeps its model and refuses a flag that differs from it.
+rates, pre- or post-LN blocks); a resumed run keeps its model and refuses a flag that
+differs from it.
 """
+
+import argparse
 
 from keras_transformer.data.corpus import add_pair_arguments
 from keras_transformer.runs import TASKS
@@ -38,6 +41,7 @@ MODEL_FLAGS = {
     "dropout": (float, "RATE", "residual and embedding dropout"),
     "attention_dropout": (float, "RATE", "dropout on the attention weights"),
     "activation_dropout": (float, "RATE", "dropout on the feed-forward hidden layer"),
+    "norm_first": (bool, None, "pre-LN blocks (--no-norm-first: the paper's post-LN)"),
 }
 
 
@@ -89,8 +93,13 @@ def add_arguments(parser):
         "new runs: model", "fields of the preset to change (a resumed run keeps its own model)"
     )
     for name, (kind, metavar, help_text) in MODEL_FLAGS.items():
+        # A switch is --name / --no-name; left out, the preset's value stands.
+        kind_options = (
+            {"action": argparse.BooleanOptionalAction} if kind is bool
+            else {"type": kind, "metavar": metavar}
+        )
         model.add_argument(
-            f"--{name.replace('_', '-')}", type=kind, metavar=metavar,
+            f"--{name.replace('_', '-')}", **kind_options,
             help=f"{help_text} (default: the preset's)",
         )
     group = parser.add_argument_group("new runs: split and tokenizers")
@@ -188,10 +197,18 @@ def run(args):
     return 0
 
 
+def _as_flag(name, value, bare=False):
+    """A model setting as its flag: `--d-ff 32` (`32` when bare), `--no-norm-first`."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return str(value) if bare else f"--{flag} {value}"
+
+
 def _check_model_unchanged(run, stored_model, overrides):
     """Refuses model flags that differ from what the existing run was built with."""
     changed = [
-        f"--{name.replace('_', '-')} {value} (the run has {stored_model[name]})"
+        f"{_as_flag(name, value)} (the run has {_as_flag(name, stored_model[name], bare=True)})"
         for name, value in overrides.items() if stored_model[name] != value
     ]
     if changed:

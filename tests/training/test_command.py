@@ -12,6 +12,7 @@ from keras_transformer import DecoderBlock
 from keras_transformer import EncoderBlock
 from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.models import Seq2SeqTransformer
+from keras_transformer.models.config import preset
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import read_run_config
 from keras_transformer.training.trainer import train
@@ -158,3 +159,20 @@ def test_model_flags_set_a_new_runs_dropouts_and_a_resumed_run_keeps_its_model(t
     assert cli.main([*TRAIN_ARGS, "--run", str(bad), "--attention-dropout", "1.5"]) == 2
     assert "attention_dropout" in capsys.readouterr().err
     assert not bad.exists()
+
+
+def test_norm_first_switch_builds_a_pre_ln_run_and_a_resumed_run_keeps_it(tmp_path, capsys):
+    run_dir = tmp_path / "pre-ln"
+    assert preset("tiny").norm_first is False  # so the switch is what changes it
+    assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", "--norm-first"]) == 0
+    assert read_run_config(run_dir)["model"]["norm_first"] is True
+    model = keras.saving.load_model(run_dir / "model.keras")
+    blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
+    assert len(blocks) == 4 and all(block.norm_first for block in blocks)
+    capsys.readouterr()
+
+    # The other switch on the existing run is refused in one line and changes nothing.
+    assert cli.main(["train", "--run", str(run_dir), "--no-norm-first", "--verbose", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--no-norm-first (the run has --norm-first)" in error and "Traceback" not in error
+    assert read_run_config(run_dir)["model"]["norm_first"] is True
