@@ -142,9 +142,10 @@ PRESETS = {
         dropout=0.0, max_length=64,
     ),
     # For the CPU demo: sized so that a 25-minute run on 2 cores learns the bundled
-    # corpus (see README: the measured BLEU).
+    # corpus (see README: the measured BLEU). d_ff is 2·d_model rather than the paper's
+    # 4·d_model: a step costs 0.8x, and the steps that buys score higher in 25 minutes.
     "small": dict(
-        num_encoder_layers=3, num_decoder_layers=3, d_model=256, num_heads=4, d_ff=1024,
+        num_encoder_layers=3, num_decoder_layers=3, d_model=256, num_heads=4, d_ff=512,
         dropout=0.1, max_length=128,
     ),
     # The paper's base and big models (Table 3).
