@@ -15,13 +15,13 @@ and then decays as `step^-0.5`.
 The paper warms up for 4,000 steps of 25,000-token batches on 4.5M sentence pairs.
 The bundled corpus (25k training pairs, about 100 steps of 4,096 tokens per epoch)
 is 200 times smaller, and a 25-minute run of the small preset on the 2-core CPU
-makes 1,000-2,000 steps (1,116 on an AVX2-only VM, measured): 4,000 warmup steps
-would spend the whole run warming up. The default warms up over 250 steps (about 2.5 epochs,
-a quarter of such a run) with scale 0.5, a peak of 2.0e-3 for d_model = 256. The
-warmup is sized from the step counts; README.md's A/B table measures the scale
-(0.5 with the 5,000-piece English vocabulary beat 0.3 in two runs each) and the
-linear decay (which reached a lower validation loss, not a higher BLEU, so rsqrt
-stays).
+makes about 1,100 steps on an AVX2-only VM (1,116, measured) and more on faster
+ones: 4,000 warmup steps would spend the whole run warming up. The default warms
+up over 250 steps (about 2.5 epochs, a quarter of such a run) with scale 0.5, a
+peak of 2.0e-3 for d_model = 256. The warmup is sized from the step counts;
+README.md's A/B table measures the scale (0.5 with the 5,000-piece English
+vocabulary beat 0.3 in two runs each) and the linear decay (which reached a lower
+validation loss, not a higher BLEU, so rsqrt stays).
 """
 
 import keras
