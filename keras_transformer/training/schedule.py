@@ -21,8 +21,8 @@ up over 250 steps (about 2.5 epochs, a quarter of such a run) with scale 0.5, a
 peak of 2.0e-3 for d_model = 256. The warmup is sized from the step counts;
 README.md's A/B table measures the scale (0.5 with the 5,000-piece English
 vocabulary beat 0.3 in two runs each) and the linear decay (which reached a lower
-validation loss, not a higher BLEU, so rsqrt stays), and its session 26 the warmup
-(150 and 400 steps scored lower in 25 minutes) and the scale 0.7 (level).
+validation loss, not a higher BLEU, so rsqrt stays); its "Session 26" paragraph, the
+warmup (150 and 400 steps scored lower in 25 minutes) and the scale 0.7 (level).
 """
 
 import keras
