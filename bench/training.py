@@ -10,6 +10,8 @@ same optimizer (Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule):
   (`make_training_dataset`, 4096 tokens per batch by default) + our loss and metric
   (label-smoothed), compiled by `compile_model`; under XLA, batches are padded to
   a few fixed shapes as `train` does (`pad_to_static_shapes`).
+- ours, sorted: the same model on length-sorted batches (`--batching sorted`: each
+  epoch sorted by length and cut into full batches), without XLA only.
 - tutorial: the TensorFlow tutorial's design (`bench.baselines`): post-LN blocks of
   `keras.layers.MultiHeadAttention`, batches of 64 sentences padded to their
   longest row, no bucketing, the tutorial's masked loss and accuracy.
@@ -64,7 +66,7 @@ from bench.common import jit_modes
 MAX_LENGTH = 64  # our pipeline's default source and target truncation (truncates nothing here)
 # "tutorial" pads each batch of 64 to its longest row (what the tutorial's code does);
 # "tutorial, fixed length" pads every batch to MAX_LENGTH, the design issue 3 names.
-DESIGNS = ("ours", "tutorial", "tutorial, fixed length", "kerashub")
+DESIGNS = ("ours", "ours, sorted", "tutorial", "tutorial, fixed length", "kerashub")
 XLA_MULTIPLE = 8  # under XLA the baselines' widths are rounded up to this (see baselines)
 
 _DATA = {}
@@ -152,9 +154,11 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
 
     sources, targets, source_tokenizer, target_tokenizer = data
     lengths = dict(max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH)
-    if design == "ours":
+    if design.startswith("ours"):
+        batching = "sorted" if design == "ours, sorted" else "buckets"
         dataset = make_training_dataset(sources, targets, source_tokenizer, target_tokenizer,
-                                        token_budget=token_budget, seed=0, **lengths)
+                                        token_budget=token_budget, seed=0, batching=batching,
+                                        **lengths)
         if jit:  # as `train` does under XLA: a few fixed shapes
             dataset = pad_to_static_shapes(dataset, MAX_LENGTH, token_budget=token_budget)
         model = Seq2SeqTransformer(config)
@@ -285,6 +289,8 @@ def run(results, quick=False):
     designs, measured, order = {}, {}, []
     for design in DESIGNS:
         for jit in modes:
+            if design == "ours, sorted" and jit:
+                continue  # its batches have any number of rows: XLA would compile each
             label = design + (", XLA" if jit else "")
             order.append(label)
             print(f"  training: preparing {label} ...", flush=True)
@@ -317,7 +323,7 @@ def run(results, quick=False):
                 for label in order}
 
     def rate(label):
-        entry = measured[label]
+        entry = measured.get(label)
         return entry["tokens"] / entry["seconds"] if isinstance(entry, dict) else None
 
     baseline_rates = {label: rate(label) for label in measured
@@ -335,6 +341,10 @@ def run(results, quick=False):
             ratio = tokens_per_second / baseline_rates[fastest]
         results.add("training", case, "non-padding target tokens/s", tokens_per_second, "tok/s",
                     ratio=ratio, baseline=fastest and f"{fastest} (fastest baseline)")
+        if label == "ours, sorted" and rate("ours"):
+            results.add("training", case, "tokens/s vs length buckets", tokens_per_second,
+                        "tok/s", ratio=tokens_per_second / rate("ours"),
+                        baseline="ours (length buckets, the default)")
         fixed = [baseline_rates[name] for name in baseline_rates if "fixed length" in name]
         if label.startswith("ours") and fixed:
             results.add("training", case, "tokens/s vs tutorial design, fixed-length padding",

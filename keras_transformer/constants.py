@@ -16,3 +16,8 @@ DEFAULT_ALPHA = 0.6
 # splits it: below that, a step is mostly per-op overhead, which shards only repeat
 # (bench/README.md, "A large batch searched as two shards at once").
 MIN_SHARD_ROWS = 16
+
+# How training examples are grouped into token-budgeted batches
+# (`keras_transformer.data.pipeline`): a fixed batch size per length bucket (the
+# default), or each epoch sorted by length and cut into full batches.
+BATCHINGS = ("buckets", "sorted")

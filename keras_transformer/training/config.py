@@ -19,6 +19,8 @@ Example:
 import argparse
 import dataclasses
 
+from keras_transformer.constants import BATCHINGS
+
 DEFAULT_WARMUP_STEPS = 250  # why these values: keras_transformer/training/schedule.py
 DEFAULT_SCALE = 0.5
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
@@ -62,6 +64,12 @@ def _positive_number(value):
     return None
 
 
+def _non_negative_number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        return "a finite number >= 0"
+    return None
+
+
 def _optional(check):
     return lambda value: None if value is None else check(value)
 
@@ -86,6 +94,10 @@ def _freq(value):
 
 def _lr_decay(value):
     return None if value in LR_DECAYS else f"one of {list(LR_DECAYS)}"
+
+
+def _batching(value):
+    return None if value in BATCHINGS else f"one of {list(BATCHINGS)}"
 
 
 def _flag_or_none(value):
@@ -121,6 +133,12 @@ class TrainingConfig:
     token_budget: int = _setting(
         4096, "most (padded) tokens per global batch", flag="batch-tokens", check=_positive_int
     )
+    batching: str = _setting(
+        "buckets", "how examples become batches: buckets (a fixed batch size per length "
+        "bucket) or sorted (each epoch sorted by length and cut into full batches: less "
+        "padding, but see the README's A/B; not with --xla)",
+        choices=BATCHINGS, check=_batching,
+    )
     warmup_steps: int = _setting(
         DEFAULT_WARMUP_STEPS, "learning-rate warmup steps", check=_positive_int
     )
@@ -140,6 +158,10 @@ class TrainingConfig:
     )
     clipnorm: float | None = _setting(
         None, "global gradient-norm clip (unset: no clipping)", check=_optional(_positive_number)
+    )
+    weight_decay: float = _setting(
+        0.0, "decoupled weight decay (AdamW) of the kernels and embeddings, a rate per unit "
+        "of learning rate (0: none)", check=_non_negative_number,
     )
     jit_compile: bool | None = _setting(
         None, "compile the training step with XLA (unset: by device, on for a GPU)",

@@ -348,6 +348,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         source_tokenizer,
         target_tokenizer,
         token_budget=config.token_budget,
+        batching=config.batching,
         seed=seed,
         sample_alpha=config.subword_sampling,
         **lengths,
@@ -538,7 +539,7 @@ class LanguageModelTask(_TextTask):
         max_length = run_config["data"]["max_length"]
         train = make_lm_training_dataset(
             run.read_texts("train"), tokenizer, token_budget=config.token_budget,
-            max_length=max_length, seed=seed,
+            max_length=max_length, seed=seed, batching=config.batching,
         )
         validation = make_lm_eval_dataset(
             run.read_texts("validation"), tokenizer, batch_size=config.validation_batch_size,
@@ -602,6 +603,7 @@ class ClassificationTask(_TextTask):
         train = make_classification_training_dataset(
             train_texts, class_ids(names, train_labels, "train split"), tokenizer,
             token_budget=config.token_budget, max_length=max_length, seed=seed,
+            batching=config.batching,
         )
         validation = make_classification_eval_dataset(
             validation_texts, class_ids(names, validation_labels, "validation split"), tokenizer,

@@ -83,9 +83,20 @@ def read_run_config(run_dir):
     return RunDir(run_dir).read_config()
 
 
+# The variables `--weight-decay` leaves alone: biases, LayerNorm scales and offsets.
+NO_WEIGHT_DECAY = ("bias", "gamma", "beta")
+
+
 def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precision="none",
-                   lr_decay="rsqrt", total_steps=None):
+                   lr_decay="rsqrt", total_steps=None, weight_decay=0.0, variables=()):
     """Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt (or linear) schedule.
+
+    With `weight_decay`, the decay is decoupled from the gradient (AdamW, Loshchilov
+    and Hutter, 2019): each step multiplies a weight by `1 - learning_rate ·
+    weight_decay` (Keras' own `weight_decay` of every optimizer). Only kernels and
+    embeddings decay; biases and the LayerNorm scales and offsets (the variables
+    named bias, gamma and beta among `variables`) are exempt, as in BERT's and most
+    Transformer recipes: shrinking them towards 0 regularises nothing.
 
     Args:
         d_model: model width (the schedule's scale).
@@ -96,6 +107,8 @@ def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precisi
         clipnorm: optional global gradient-norm clip.
         mixed_precision: "mixed_float16" wraps the optimizer in Keras'
             `LossScaleOptimizer` (dynamic loss scaling).
+        weight_decay: the decoupled decay rate (0: none, the paper's Adam).
+        variables: the model's trainable variables (to find the exempt ones).
 
     Returns:
         A `keras.optimizers.Optimizer`.
@@ -111,7 +124,14 @@ def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precisi
         beta_2=0.98,
         epsilon=1e-9,
         global_clipnorm=clipnorm,
+        weight_decay=weight_decay or None,
     )
+    if weight_decay:
+        # By the variables themselves: the TensorFlow optimizer matches `var_names`
+        # against its tf.Variables' full names ("block/norm/gamma:0").
+        optimizer.exclude_from_weight_decay(
+            var_list=[variable for variable in variables if variable.name in NO_WEIGHT_DECAY]
+        )
     if mixed_precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
@@ -124,6 +144,7 @@ def compile_model(
     lr_decay=TrainingConfig.lr_decay,
     total_steps=None,
     clipnorm=None,
+    weight_decay=TrainingConfig.weight_decay,
     label_smoothing=TrainingConfig.label_smoothing,
     jit_compile=False,
     mixed_precision="none",
@@ -155,7 +176,7 @@ def compile_model(
     model.compile(
         optimizer=make_optimizer(
             d_model or model.config.d_model, warmup_steps, lr_scale, clipnorm, mixed_precision,
-            lr_decay, total_steps,
+            lr_decay, total_steps, weight_decay, model.trainable_variables,
         ),
         loss=loss or MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedTokenAccuracy()] if metrics is None else metrics,
@@ -380,6 +401,11 @@ def train(
         # Keras does not support XLA with several replicas; keep it for one.
         jit_compile = defaults["jit_compile"] and strategy.num_replicas_in_sync == 1
     policy = config.mixed_precision or defaults["mixed_precision"]
+    if config.batching == "sorted" and jit_compile:
+        raise ValueError(
+            "--batching sorted makes batches of any number of rows, and XLA would compile "
+            "each new shape; with XLA (--xla, the default on a GPU) use --batching buckets."
+        )
     run_config["device"] = {
         "kind": defaults["kind"],
         "replicas": strategy.num_replicas_in_sync,
@@ -413,6 +439,7 @@ def train(
                 lr_decay=config.lr_decay,
                 total_steps=config.max_steps,
                 clipnorm=config.clipnorm,
+                weight_decay=config.weight_decay,
                 label_smoothing=config.label_smoothing,
                 jit_compile=jit_compile,
                 mixed_precision=policy,

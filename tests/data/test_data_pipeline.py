@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 
-from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.constants import BATCHINGS, BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.data.corpus import sources_and_targets
 from keras_transformer.data.pipeline import (
+    _batch_plan,
     bucket_batch_sizes,
     bucket_boundaries_for,
     make_eval_dataset,
@@ -61,12 +62,13 @@ def test_decoder_inputs_and_labels_are_shifted_and_truncated(tokenizers, small_c
     assert enc.shape[1] == max_s  # the long source was cut
 
 
-def test_no_batch_exceeds_token_budget(tokenizers, small_corpus):
+@pytest.mark.parametrize("batching", BATCHINGS)
+def test_no_batch_exceeds_token_budget(tokenizers, small_corpus, batching):
     sources, targets = small_corpus
     budget = 300
     dataset = make_training_dataset(
         sources, targets, *tokenizers, token_budget=budget,
-        max_source_length=40, max_target_length=30, seed=1,
+        max_source_length=40, max_target_length=30, seed=1, batching=batching,
     )
     sizes, examples = set(), 0
     for features, labels in dataset:
@@ -99,22 +101,25 @@ def test_batches_group_examples_of_nearly_equal_length(tokenizers, small_corpus)
     assert batches > 10
 
 
-def test_training_batches_hold_every_example_once(tokenizers, small_corpus):
+@pytest.mark.parametrize("batching", BATCHINGS)
+def test_training_batches_hold_every_example_once(tokenizers, small_corpus, batching):
     sources, targets = small_corpus
     kwargs = dict(max_source_length=40, max_target_length=30)
     reference = [r for b in make_eval_dataset(sources, targets, *tokenizers, **kwargs)
                  for r in _rows(b)]
     train = [r for b in make_training_dataset(sources, targets, *tokenizers, token_budget=512,
-                                              **kwargs) for r in _rows(b)]
+                                              batching=batching, **kwargs) for r in _rows(b)]
     assert sorted(train) == sorted(reference)
     assert train != reference  # shuffled
 
 
-def test_training_order_is_deterministic_given_seed(tokenizers, small_corpus):
+@pytest.mark.parametrize("batching", BATCHINGS)
+def test_training_order_is_deterministic_given_seed(tokenizers, small_corpus, batching):
     sources, targets = small_corpus
 
     def epochs(seed, n=2):
-        dataset = make_training_dataset(sources, targets, *tokenizers, token_budget=512, seed=seed)
+        dataset = make_training_dataset(sources, targets, *tokenizers, token_budget=512, seed=seed,
+                                        batching=batching)
         return [[r for b in dataset for r in _rows(b)] for _ in range(n)]
 
     first = epochs(0)
@@ -149,6 +154,68 @@ def test_subword_sampling_tokenizes_every_epoch_anew(tokenizers, small_corpus):
             for encoder, _, labels in fixed[0]
         )
         assert texts == expected
+
+
+def _padding_shares(dataset):
+    """(real / padded source positions, real / padded target positions, batches)."""
+    real_source = padded_source = real_target = padded_target = batches = 0
+    for features, labels in dataset:
+        encoder, labels = features["encoder_tokens"].numpy(), labels.numpy()
+        real_source += (encoder != PAD_ID).sum()
+        padded_source += encoder.size
+        real_target += (labels != PAD_ID).sum()
+        padded_target += labels.size
+        batches += 1
+    return real_source / padded_source, real_target / padded_target, batches
+
+
+def test_sorted_batches_pad_less_and_are_fewer(tokenizers, small_corpus):
+    # Sorting the epoch by length pads less on both sides, where length buckets
+    # pad within a bucket's width and leave a partial batch per bucket.
+    sources, targets = small_corpus
+    kwargs = dict(token_budget=1024, max_source_length=40, max_target_length=30, seed=3)
+    sorted_source, sorted_target, sorted_batches = _padding_shares(
+        make_training_dataset(sources, targets, *tokenizers, batching="sorted", **kwargs))
+    bucket_source, bucket_target, bucket_batches = _padding_shares(
+        make_training_dataset(sources, targets, *tokenizers, batching="buckets", **kwargs))
+    assert sorted_target > 0.9
+    assert sorted_target > bucket_target and sorted_source > bucket_source
+    assert sorted_batches < bucket_batches
+
+
+def test_batch_plan_sorts_by_length_and_fills_every_batch_but_the_last():
+    rng = np.random.default_rng(0)
+    widths = rng.integers(1, 30, size=(2, 500))
+    budget = 200
+    order, sizes = _batch_plan(widths, budget, shortest=1)
+    assert sorted(order.tolist()) == list(range(500)) and sizes.sum() == 500
+    longest = widths.max(axis=0)[order]
+    keys = list(zip(longest, widths[0][order], widths[1][order]))
+    assert keys == sorted(keys)  # by the longest part, then each part's length
+    ends = np.cumsum(sizes)
+    for end, size in zip(ends, sizes):
+        assert size * longest[end - 1] <= budget  # its longest example is its last
+        if end < 500:  # full: the next example would not fit
+            assert (size + 1) * longest[end] > budget
+    # An example longer than the budget still gets a batch of its own.
+    order, sizes = _batch_plan(np.array([[5, 300, 7]]), budget, shortest=1)
+    assert order.tolist() == [0, 2, 1] and sizes.tolist() == [2, 1]
+
+
+def test_batch_plan_keeps_the_shortest_examples_shuffled_in_batches_of_bounded_rows():
+    # Examples no longer than `shortest` are not sorted among themselves (the
+    # dataset arrives shuffled), and no batch holds more than budget // shortest rows.
+    widths = np.array([[3, 1, 9, 2, 4, 8, 1, 2, 12],
+                       [2, 2, 3, 5, 1, 3, 7, 1, 4]])
+    order, sizes = _batch_plan(widths, token_budget=24, shortest=8)
+    assert order.tolist() == [0, 1, 3, 4, 5, 6, 7, 2, 8]  # the short ones in input order
+    assert sizes.tolist() == [3, 3, 2, 1]  # the last short one shares a batch with the 9
+    assert max(sizes) <= 24 // 8
+
+
+def test_unknown_batching_is_refused_naming_the_choices(tokenizers, small_corpus):
+    with pytest.raises(ValueError, match="sorted"):
+        make_training_dataset(*small_corpus, *tokenizers, batching="random")
 
 
 def test_eval_batches_keep_corpus_order(tokenizers, small_corpus):
