@@ -325,7 +325,7 @@ def _batch_plan(widths, token_budget, shortest=DEFAULT_BUCKET_STEP):
     change from epoch to epoch), and cut greedily: a batch takes the next example
     while ``B * longest <= token_budget``, so every batch but the last is full.
 
-    Lengths below `shortest` count as `shortest`: a batch holds at most
+    Lengths up to `shortest` count as `shortest`: a batch holds at most
     ``token_budget // shortest`` rows, as the narrowest bucket does, and the
     shortest examples stay in shuffled order among themselves. Sorted exactly,
     they made batches of 1,000-2,000 rows of nothing but one- and two-piece
@@ -336,7 +336,7 @@ def _batch_plan(widths, token_budget, shortest=DEFAULT_BUCKET_STEP):
     Args:
         widths: int64 (P, N), the length of each padded part (P) of each example (N).
         token_budget: most padded tokens per batch.
-        shortest: the length below which examples count as equally long.
+        shortest: the length up to which examples count as equally long.
 
     Returns:
         ``(order, sizes)``: int64 (N,) the examples' sorted order and int64 (K,) the
