@@ -1,4 +1,4 @@
-"""`--weight-decay`: decoupled (AdamW) decay of kernels and embeddings only, wired from the run's settings."""
+"""`--weight-decay`: AdamW decay of kernels and embeddings only, from the run's settings."""
 
 import keras
 import numpy as np
