@@ -300,6 +300,7 @@ def _batched(
         raise ValueError(f"`batching` must be one of {BATCHINGS}; received {batching!r}.")
     if bucket_boundaries is None:
         bucket_boundaries = bucket_boundaries_for(max_length)
+    # Also for "sorted": it refuses a budget that cannot hold one longest example.
     batch_sizes = bucket_batch_sizes(bucket_boundaries, max_length, token_budget)
     if cache:
         dataset = dataset.cache(cache if isinstance(cache, str) else "")

@@ -92,12 +92,8 @@ def _freq(value):
     return None if _positive_int(value) is None else "'epoch' or a positive integer"
 
 
-def _lr_decay(value):
-    return None if value in LR_DECAYS else f"one of {list(LR_DECAYS)}"
-
-
-def _batching(value):
-    return None if value in BATCHINGS else f"one of {list(BATCHINGS)}"
+def _one_of(choices):
+    return lambda value: None if value in choices else f"one of {list(choices)}"
 
 
 def _flag_or_none(value):
@@ -137,7 +133,7 @@ class TrainingConfig:
         "buckets", "how examples become batches: buckets (a fixed batch size per length "
         "bucket) or sorted (each epoch sorted by length and cut into full batches: less "
         "padding, but see the README's A/B; not with --xla)",
-        choices=BATCHINGS, check=_batching,
+        choices=BATCHINGS, check=_one_of(BATCHINGS),
     )
     warmup_steps: int = _setting(
         DEFAULT_WARMUP_STEPS, "learning-rate warmup steps", check=_positive_int
@@ -148,7 +144,7 @@ class TrainingConfig:
     lr_decay: str = _setting(
         "rsqrt", "learning-rate decay after the warmup: rsqrt (the paper's) or linear (to 0 "
         "at --max-steps, which it needs)",
-        choices=LR_DECAYS, check=_lr_decay,
+        choices=LR_DECAYS, check=_one_of(LR_DECAYS),
     )
     label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
     subword_sampling: float | None = _setting(
