@@ -25,6 +25,9 @@ DEFAULT_WARMUP_STEPS = 250  # why these values: keras_transformer/training/sched
 DEFAULT_SCALE = 0.5
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
 LR_DECAYS = ("rsqrt", "linear")  # after the warmup: keras_transformer/training/schedule.py
+# How a batch's loss is scaled for its gradient (`losses.with_gradient_scale`): each batch
+# weighs the same (its per-token mean), or each real token does, whatever its batch.
+LOSS_WEIGHTINGS = ("batch", "token")
 
 
 def _save_freq(text):
@@ -147,6 +150,12 @@ class TrainingConfig:
         choices=LR_DECAYS, check=_one_of(LR_DECAYS),
     )
     label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
+    loss_weighting: str = _setting(
+        "batch", "what weighs the same in the gradient: each batch (its mean over real "
+        "tokens) or each real token (the token sum over --batch-tokens, so a fuller batch "
+        "weighs more; for a classifier, each example); the loss shown is the mean either way",
+        choices=LOSS_WEIGHTINGS, check=_one_of(LOSS_WEIGHTINGS),
+    )
     subword_sampling: float | None = _setting(
         None, "subword regularization: each epoch samples every training sentence's "
         "SentencePiece segmentation with this α in (0, 1] (unset: the most likely pieces)",
@@ -201,6 +210,15 @@ class TrainingConfig:
                 f"it needs --max-steps above --warmup-steps ({self.warmup_steps}); received "
                 f"max_steps={self.max_steps!r}."
             )
+
+    @property
+    def gradient_denominator(self):
+        """What a batch's loss sum is divided by for its gradient under --loss-weighting.
+
+        None ("batch"): the batch's own count of real tokens (examples); the token
+        budget ("token"): one number for every batch (`losses.with_gradient_scale`).
+        """
+        return self.token_budget if self.loss_weighting == "token" else None
 
     def to_dict(self):
         """The fields as a JSON-serialisable dict."""

@@ -10,6 +10,11 @@ Labels are int (B, T) with `PAD_ID` (0) on padding; predictions are float32 logi
 (B, T, V). Both the loss and the accuracy average over real (non-padding) tokens
 only, so a batch's padding changes nothing.
 
+`--loss-weighting token` changes the gradient, not the value: a batch's loss is
+still its mean, but its gradient is that of its sum over a fixed denominator (the
+token budget), so that every real token weighs the same whatever its batch
+(`with_gradient_scale`).
+
 Under `tf.distribute`, the loss divides each replica's token sum by the token count
 of the *global* batch (summed over replicas), so that the gradients Keras sums over
 replicas are those of the global per-token mean, whatever the split of tokens
@@ -54,12 +59,49 @@ def smoothed_cross_entropy(labels, logits, label_smoothing=0.1):
     return ops.categorical_crossentropy(targets, logits, from_logits=True)
 
 
+def _checked_smoothing(label_smoothing):
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing}.")
+    return float(label_smoothing)
+
+
+def _checked_denominator(gradient_denominator):
+    if gradient_denominator is None:
+        return None
+    if not gradient_denominator > 0:
+        raise ValueError(
+            "`gradient_denominator` must be None (each batch's own count) or a positive "
+            f"number; received {gradient_denominator!r}."
+        )
+    return float(gradient_denominator)
+
+
 def _global_sum(value):
     """Sums `value` over the replicas of the current strategy (identity for one)."""
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return value
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def with_gradient_scale(value, scale):
+    """`value` unchanged, with its gradient multiplied by `scale`.
+
+    How `--loss-weighting token` weighs every real token the same whatever its
+    batch: batches hold different numbers of real tokens (a batch of short
+    sentences fewer than a full batch of long ones, under the same token budget),
+    and a per-batch mean gives each batch the same weight, so a token of a batch
+    with half the real tokens weighs twice as much. Scaling a mean's gradient by
+    `count / denominator` makes it the gradient of the sum over one fixed
+    denominator; the value (what the history, early stopping and the best weights
+    see) stays the mean.
+
+    Args:
+        value: a float tensor.
+        scale: a float scalar (no gradient flows through it).
+    """
+    scaled = value * ops.stop_gradient(scale)
+    return scaled + ops.stop_gradient(value - scaled)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -70,6 +112,8 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         label_smoothing: ε, the probability mass spread over the vocabulary
             (the paper uses 0.1).
         pad_id: label id that marks padding; those positions count for nothing.
+        gradient_denominator: None, or the fixed count the token sum is divided
+            by for the gradient (`with_gradient_scale`).
         name: loss name.
 
     Call arguments:
@@ -85,24 +129,30 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         >>> loss(np.array([[5, 0]]), np.zeros((1, 2, 8), "float32"))  # doctest: +SKIP
     """
 
-    def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="masked_cross_entropy", **kwargs):
+    def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, gradient_denominator=None,
+                 name="masked_cross_entropy", **kwargs):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="none", **kwargs)
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing}.")
-        self.label_smoothing = float(label_smoothing)
+        self.label_smoothing = _checked_smoothing(label_smoothing)
         self.pad_id = int(pad_id)
+        self.gradient_denominator = _checked_denominator(gradient_denominator)
 
     def call(self, y_true, y_pred):
         losses = smoothed_cross_entropy(y_true, y_pred, self.label_smoothing)
         mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), "float32")
         # A scalar loss is not rescaled by Keras; the replicas' gradients are summed,
         # so dividing each local sum by the global count yields the global mean.
-        count = _global_sum(ops.sum(mask))
-        return ops.sum(losses * mask) / ops.maximum(count, 1.0)
+        count = ops.maximum(_global_sum(ops.sum(mask)), 1.0)
+        mean = ops.sum(losses * mask) / count
+        if self.gradient_denominator is None:
+            return mean
+        return with_gradient_scale(mean, count / self.gradient_denominator)
 
     def get_config(self):
-        return {"name": self.name, "label_smoothing": self.label_smoothing, "pad_id": self.pad_id}
+        return {
+            "name": self.name, "label_smoothing": self.label_smoothing, "pad_id": self.pad_id,
+            "gradient_denominator": self.gradient_denominator,
+        }
 
 
 def predicted_ids(logits):
@@ -212,6 +262,9 @@ class ClassificationCrossEntropy(keras.losses.Loss):
 
     Args:
         label_smoothing: ε, spread evenly over the C classes (`smoothed_cross_entropy`).
+        gradient_denominator: None, or the fixed count the batch's sum is divided by
+            for the gradient, so that every example weighs the same whatever its
+            batch's size (`with_gradient_scale`).
         name: loss name.
 
     Call arguments:
@@ -219,17 +272,26 @@ class ClassificationCrossEntropy(keras.losses.Loss):
         y_pred: float (B, C) logits.
     """
 
-    def __init__(self, label_smoothing=0.1, name="classification_cross_entropy", **kwargs):
+    def __init__(self, label_smoothing=0.1, gradient_denominator=None,
+                 name="classification_cross_entropy", **kwargs):
         super().__init__(name=name, **kwargs)
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing}.")
-        self.label_smoothing = float(label_smoothing)
+        self.label_smoothing = _checked_smoothing(label_smoothing)
+        self.gradient_denominator = _checked_denominator(gradient_denominator)
 
     def call(self, y_true, y_pred):
-        return smoothed_cross_entropy(ops.reshape(y_true, (-1,)), y_pred, self.label_smoothing)
+        losses = smoothed_cross_entropy(ops.reshape(y_true, (-1,)), y_pred, self.label_smoothing)
+        if self.gradient_denominator is None:
+            return losses
+        # Keras averages these over the batch: B / denominator turns that mean's
+        # gradient into the sum's over the denominator.
+        rows = ops.cast(ops.shape(losses)[0], "float32")
+        return with_gradient_scale(losses, rows / self.gradient_denominator)
 
     def get_config(self):
-        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+        return {
+            **super().get_config(), "label_smoothing": self.label_smoothing,
+            "gradient_denominator": self.gradient_denominator,
+        }
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -382,7 +382,10 @@ class TranslationTask(Task):
     def loss(self, run_config, config):
         from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 
-        return MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing)
+        return MaskedSparseCategoricalCrossentropy(
+            label_smoothing=config.label_smoothing,
+            gradient_denominator=config.gradient_denominator,
+        )
 
     def metrics(self, run_config):
         from keras_transformer.training.losses import MaskedTokenAccuracy
@@ -550,7 +553,10 @@ class LanguageModelTask(_TextTask):
     def loss(self, run_config, config):
         from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 
-        return MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing)
+        return MaskedSparseCategoricalCrossentropy(
+            label_smoothing=config.label_smoothing,
+            gradient_denominator=config.gradient_denominator,
+        )
 
     def metrics(self, run_config):
         from keras_transformer.training.losses import MaskedPerplexity
@@ -616,7 +622,10 @@ class ClassificationTask(_TextTask):
     def loss(self, run_config, config):
         from keras_transformer.training.losses import ClassificationCrossEntropy
 
-        return ClassificationCrossEntropy(label_smoothing=config.label_smoothing)
+        return ClassificationCrossEntropy(
+            label_smoothing=config.label_smoothing,
+            gradient_denominator=config.gradient_denominator,
+        )
 
     def metrics(self, run_config):
         import keras

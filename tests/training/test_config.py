@@ -44,13 +44,13 @@ def test_flags_parse_to_typed_settings_and_unset_flags_keep_stored_values():
     args = _train_parser().parse_args(
         ["--run", "r", "--epochs", "7", "--batch-tokens", "512", "--no-xla", "--save-freq", "epoch",
          "--clipnorm", "1.5", "--subword-sampling", "0.2", "--weight-decay", "0.05",
-         "--batching", "sorted"]
+         "--batching", "sorted", "--loss-weighting", "token"]
     )
     stored = TrainingConfig(epochs=3, patience=9, label_smoothing=0.2)
     config = TrainingConfig.from_flags(args, stored=stored)
     assert config == stored.replace(
         epochs=7, token_budget=512, jit_compile=False, save_freq="epoch", clipnorm=1.5,
-        subword_sampling=0.2, weight_decay=0.05, batching="sorted",
+        subword_sampling=0.2, weight_decay=0.05, batching="sorted", loss_weighting="token",
     )
     # A new run: flags not given take the defaults.
     assert TrainingConfig.from_flags(_train_parser().parse_args(["--run", "r"])) == TrainingConfig()
@@ -79,6 +79,7 @@ def test_differences_name_the_flags_one_line_each():
         (dict(weight_decay=-0.1), "--weight-decay"),
         (dict(weight_decay=float("nan")), "--weight-decay"),
         (dict(batching="random"), "--batching"),
+        (dict(loss_weighting="row"), "--loss-weighting"),
         (dict(lr_decay="linear"), "--max-steps"),  # it decays to 0 at --max-steps
         (dict(lr_decay="linear", max_steps=100, warmup_steps=100), "--max-steps"),
     ],
