@@ -151,7 +151,7 @@ class TrainingConfig:
     )
     label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_smoothing)
     loss_weighting: str = _setting(
-        "batch", "what weighs the same in the gradient: each batch (its mean over real "
+        "token", "what weighs the same in the gradient: each batch (its mean over real "
         "tokens) or each real token (the token sum over --batch-tokens, so a fuller batch "
         "weighs more; for a classifier, each example); the loss shown is the mean either way",
         choices=LOSS_WEIGHTINGS, check=_one_of(LOSS_WEIGHTINGS),

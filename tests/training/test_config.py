@@ -44,13 +44,13 @@ def test_flags_parse_to_typed_settings_and_unset_flags_keep_stored_values():
     args = _train_parser().parse_args(
         ["--run", "r", "--epochs", "7", "--batch-tokens", "512", "--no-xla", "--save-freq", "epoch",
          "--clipnorm", "1.5", "--subword-sampling", "0.2", "--weight-decay", "0.05",
-         "--batching", "sorted", "--loss-weighting", "token"]
+         "--batching", "sorted", "--loss-weighting", "batch"]
     )
     stored = TrainingConfig(epochs=3, patience=9, label_smoothing=0.2)
     config = TrainingConfig.from_flags(args, stored=stored)
     assert config == stored.replace(
         epochs=7, token_budget=512, jit_compile=False, save_freq="epoch", clipnorm=1.5,
-        subword_sampling=0.2, weight_decay=0.05, batching="sorted", loss_weighting="token",
+        subword_sampling=0.2, weight_decay=0.05, batching="sorted", loss_weighting="batch",
     )
     # A new run: flags not given take the defaults.
     assert TrainingConfig.from_flags(_train_parser().parse_args(["--run", "r"])) == TrainingConfig()

@@ -90,7 +90,10 @@ def test_the_denominator_survives_serialization_and_bad_ones_are_refused(loss_cl
 def test_every_task_loss_follows_the_training_setting(run_fixture, request):
     run_config = RunDir(str(request.getfixturevalue(run_fixture))).read_config()
     recipe = task_for(run_config)
-    assert recipe.loss(run_config, TrainingConfig()).gradient_denominator is None
-    config = TrainingConfig(loss_weighting="token", token_budget=512)
-    assert config.gradient_denominator == 512
-    assert recipe.loss(run_config, config).gradient_denominator == 512
+    by_batch = TrainingConfig(loss_weighting="batch")
+    assert recipe.loss(run_config, by_batch).gradient_denominator is None
+    by_token = TrainingConfig(loss_weighting="token", token_budget=512)
+    assert by_token.gradient_denominator == 512
+    assert recipe.loss(run_config, by_token).gradient_denominator == 512
+    # The default weighs tokens, over the default budget.
+    assert recipe.loss(run_config, TrainingConfig()).gradient_denominator == TrainingConfig().token_budget
