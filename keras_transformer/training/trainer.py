@@ -146,6 +146,8 @@ def compile_model(
     clipnorm=None,
     weight_decay=TrainingConfig.weight_decay,
     label_smoothing=TrainingConfig.label_smoothing,
+    loss_weighting=TrainingConfig.loss_weighting,
+    token_budget=TrainingConfig.token_budget,
     jit_compile=False,
     mixed_precision="none",
     d_model=None,
@@ -162,7 +164,9 @@ def compile_model(
     Args:
         d_model: the schedule's width (None: `model.config.d_model`, a
             `Seq2SeqTransformer`'s).
-        loss: the loss (None: the translator's, with `label_smoothing`).
+        loss: the loss (None: the translator's, with `label_smoothing`, and its
+            gradient weighted by `loss_weighting` over `token_budget`, as
+            `TrainingConfig.gradient_denominator` says).
         metrics: the metrics (None: the translator's).
 
     Example:
@@ -178,7 +182,12 @@ def compile_model(
             d_model or model.config.d_model, warmup_steps, lr_scale, clipnorm, mixed_precision,
             lr_decay, total_steps, weight_decay, model.trainable_variables,
         ),
-        loss=loss or MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
+        loss=loss or MaskedSparseCategoricalCrossentropy(
+            label_smoothing=label_smoothing,
+            gradient_denominator=TrainingConfig(
+                loss_weighting=loss_weighting, token_budget=token_budget
+            ).gradient_denominator,
+        ),
         metrics=[MaskedTokenAccuracy()] if metrics is None else metrics,
         jit_compile=bool(jit_compile),
     )

@@ -97,3 +97,13 @@ def test_every_task_loss_follows_the_training_setting(run_fixture, request):
     assert recipe.loss(run_config, by_token).gradient_denominator == 512
     # The default weighs tokens, over the default budget.
     assert recipe.loss(run_config, TrainingConfig()).gradient_denominator == TrainingConfig().token_budget
+
+
+def test_compile_model_default_loss_weighs_as_a_training_run_does():
+    from keras_transformer.models import build_transformer
+    from keras_transformer.training.trainer import compile_model
+
+    model = build_transformer("tiny", source_vocab_size=20, target_vocab_size=20)
+    assert compile_model(model).loss.gradient_denominator == TrainingConfig().gradient_denominator
+    assert compile_model(model, loss_weighting="batch").loss.gradient_denominator is None
+    assert compile_model(model, token_budget=512).loss.gradient_denominator == 512
