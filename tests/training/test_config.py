@@ -100,6 +100,13 @@ def test_stored_dict_round_trips_and_unknown_keys_are_refused():
         TrainingConfig.from_dict({"epochs": 4, "learning_rate": 1.0})
 
 
+def test_a_run_stored_before_loss_weighting_resumes_weighing_batches():
+    stored = TrainingConfig().to_dict()
+    del stored["loss_weighting"]  # as a run folder written before the setting existed
+    assert TrainingConfig.from_dict(stored).loss_weighting == "batch"
+    assert TrainingConfig().loss_weighting == "token"  # a new run takes today's default
+
+
 def test_cli_error_for_a_bad_setting_is_one_line(capsys, tmp_path):
     from keras_transformer import cli
 
