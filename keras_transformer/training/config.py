@@ -138,7 +138,7 @@ class TrainingConfig:
     batching: str = _setting(
         "buckets", "how examples become batches: buckets (a fixed batch size per length "
         "bucket) or sorted (each epoch sorted by length and cut into full batches: less "
-        "padding, but see the README's A/B; not with --xla)",
+        "padding, but see the README's A/B)",
         choices=BATCHINGS, check=_one_of(BATCHINGS),
     )
     warmup_steps: int = _setting(

@@ -254,7 +254,18 @@ def prepare_run(
     return config
 
 
-def pad_to_static_shapes(dataset, max_length, token_budget=None, rows=None, pad_rows=True, step=8):
+# Under XLA, batch widths are padded up to multiples of this: one compiled shape each.
+STATIC_WIDTH_STEP = 8
+
+
+def training_width_step(static_shapes):
+    """The `width_step` of a training pipeline: what its batches' widths will be padded to."""
+    return STATIC_WIDTH_STEP if static_shapes else 1
+
+
+def pad_to_static_shapes(
+    dataset, max_length, token_budget=None, rows=None, pad_rows=True, step=STATIC_WIDTH_STEP
+):
     """Pads batches to a few fixed shapes, so XLA compiles only those (every task).
 
     The (B, L) id tensors of a batch (a translator's encoder, decoder and label
@@ -349,6 +360,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         target_tokenizer,
         token_budget=config.token_budget,
         batching=config.batching,
+        width_step=training_width_step(static_shapes),
         seed=seed,
         sample_alpha=config.subword_sampling,
         **lengths,
@@ -543,6 +555,7 @@ class LanguageModelTask(_TextTask):
         train = make_lm_training_dataset(
             run.read_texts("train"), tokenizer, token_budget=config.token_budget,
             max_length=max_length, seed=seed, batching=config.batching,
+            width_step=training_width_step(static_shapes),
         )
         validation = make_lm_eval_dataset(
             run.read_texts("validation"), tokenizer, batch_size=config.validation_batch_size,
@@ -609,7 +622,7 @@ class ClassificationTask(_TextTask):
         train = make_classification_training_dataset(
             train_texts, class_ids(names, train_labels, "train split"), tokenizer,
             token_budget=config.token_budget, max_length=max_length, seed=seed,
-            batching=config.batching,
+            batching=config.batching, width_step=training_width_step(static_shapes),
         )
         validation = make_classification_eval_dataset(
             validation_texts, class_ids(names, validation_labels, "validation split"), tokenizer,

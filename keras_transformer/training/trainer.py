@@ -410,11 +410,6 @@ def train(
         # Keras does not support XLA with several replicas; keep it for one.
         jit_compile = defaults["jit_compile"] and strategy.num_replicas_in_sync == 1
     policy = config.mixed_precision or defaults["mixed_precision"]
-    if config.batching == "sorted" and jit_compile:
-        raise ValueError(
-            "--batching sorted makes batches of any number of rows, and XLA would compile "
-            "each new shape; with XLA (--xla, the default on a GPU) use --batching buckets."
-        )
     run_config["device"] = {
         "kind": defaults["kind"],
         "replicas": strategy.num_replicas_in_sync,

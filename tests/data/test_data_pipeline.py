@@ -202,6 +202,26 @@ def test_batch_plan_sorts_by_length_and_fills_every_batch_but_the_last():
     assert order.tolist() == [0, 2, 1] and sizes.tolist() == [2, 1]
 
 
+def test_batch_plan_budgets_widths_rounded_up_to_the_width_step():
+    # Under XLA a batch is padded to its longest length rounded up to a multiple
+    # of 8 and to budget // that many rows: the plan must count those widths.
+    rng = np.random.default_rng(1)
+    widths = rng.integers(1, 40, size=(2, 500))
+    budget = 256
+    order, sizes = _batch_plan(widths, budget, shortest=1, width_step=8)
+    assert order.tolist() == _batch_plan(widths, budget, shortest=1)[0].tolist()
+    padded = -(-widths.max(axis=0)[order] // 8) * 8
+    ends = np.cumsum(sizes)
+    for end, size in zip(ends, sizes):
+        assert size <= budget // padded[end - 1]
+        if end < 500:
+            assert (size + 1) * padded[end] > budget
+    # Counted exactly, some batches would hold more rows than their padded width allows.
+    _, exact_sizes = _batch_plan(widths, budget, shortest=1)
+    exact_ends = np.cumsum(exact_sizes)
+    assert any(size > budget // padded[end - 1] for end, size in zip(exact_ends, exact_sizes))
+
+
 def test_batch_plan_keeps_the_shortest_examples_shuffled_in_batches_of_bounded_rows():
     # Examples no longer than `shortest` are not sorted among themselves (the
     # dataset arrives shuffled), and no batch holds more than budget // shortest rows.
