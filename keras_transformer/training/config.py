@@ -22,7 +22,7 @@ import dataclasses
 from keras_transformer.constants import BATCHINGS
 
 DEFAULT_WARMUP_STEPS = 250  # why these values: keras_transformer/training/schedule.py
-DEFAULT_SCALE = 0.5
+DEFAULT_SCALE = 0.7
 MIXED_PRECISION_POLICIES = ("none", "mixed_bfloat16", "mixed_float16")
 LR_DECAYS = ("rsqrt", "linear")  # after the warmup: keras_transformer/training/schedule.py
 # How a batch's loss is scaled for its gradient (`losses.with_gradient_scale`): each batch
