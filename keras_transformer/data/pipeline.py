@@ -105,6 +105,15 @@ def encode_target(
     return tf.concat([bos, ids], axis=1), tf.concat([ids, eos], axis=1)
 
 
+def round_up(length, step):
+    """`length` rounded up to a multiple of `step` (an int, a NumPy array or a tensor).
+
+    The width a batch is padded to under XLA (`pad_to_static_shapes`), which the
+    sorted batches' plan counts too (`_batch_plan`).
+    """
+    return (length + step - 1) // step * step
+
+
 def bucket_boundaries_for(max_length: int, step: int = DEFAULT_BUCKET_STEP) -> list[int]:
     """Evenly spaced bucket boundaries up to ``max_length``.
 
@@ -359,7 +368,7 @@ def _batch_plan(widths, token_budget, shortest=DEFAULT_BUCKET_STEP, width_step=1
     longest = widths.max(axis=0)
     # np.lexsort sorts by its last key first.
     order = np.lexsort((*widths[::-1], longest)) if longest.size else np.zeros(0, np.int64)
-    padded = -(-longest // width_step) * width_step
+    padded = round_up(longest, width_step)
     sizes, count = [], 0
     for length in padded[order]:
         if count and (count + 1) * length > token_budget:

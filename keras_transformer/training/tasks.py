@@ -280,13 +280,14 @@ def pad_to_static_shapes(
     import tensorflow as tf
 
     from keras_transformer.constants import PAD_ID
+    from keras_transformer.data.pipeline import round_up
 
     @tf.autograph.experimental.do_not_convert  # plain tensor ops, nothing to convert
     def pad(*element):
         tokens = [t for t in tf.nest.flatten(element) if t.shape.rank == 2]
         count = tf.shape(tokens[0])[0]
         longest = tf.reduce_max(tf.stack([tf.shape(t)[1] for t in tokens]))
-        length = tf.minimum((longest + step - 1) // step * step, max_length)
+        length = tf.minimum(round_up(longest, step), max_length)
         batch = tf.maximum(token_budget // length if rows is None else rows, count) if pad_rows else count
 
         def to_shape(tensor):
