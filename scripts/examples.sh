@@ -26,10 +26,8 @@ step "language model: English side of data/cmn-eng, preset small, ${LM_MINUTES} 
 "$KT" evaluate --run "$LM_RUN" --split test
 
 step "classifier: sentence type (data/sentence-type/en.tsv), preset small, ${CLASSIFY_MINUTES} minutes"
-# The classifier scores higher with the learning-rate scale before session 30 (0.5) than with
-# the translator's default 0.7: two seeds each (README, "Worked examples").
 "$KT" train --task classify --preset small --data data/sentence-type/en.tsv --language en \
-  --run "$CLASSIFY_RUN" --minutes "$CLASSIFY_MINUTES" --lr-scale 0.5
+  --run "$CLASSIFY_RUN" --minutes "$CLASSIFY_MINUTES"
 "$KT" evaluate --run "$CLASSIFY_RUN" --split test
 
 step "export both to ${BASE}/english and ${BASE}/sentence_type"

@@ -34,7 +34,8 @@ int32 (B, S) text ids (no BOS/EOS, truncated to ``max_length``) and int32 (B,)
 class ids.
 
 The training pipelines of all three batch by length under the same token budget
-(`_batched`).
+(`_batched`), and can apply word dropout to the model's input text
+(`with_word_dropout`: the first tensor of each, as above, never the labels).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.constants import BATCHINGS, BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.constants import BATCHINGS, BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data.tokenizer import SubwordTokenizer
 
 # The longest cmn.txt training sentences are 37 (zh) and 48 (en, with BOS)
@@ -220,6 +221,7 @@ def make_training_dataset(
     sample_alpha: float | None = None,
     batching: str = "buckets",
     width_step: int = 1,
+    word_dropout: float = 0.0,
 ) -> tf.data.Dataset:
     """Token-budgeted, length-bucketed, shuffled batches for training.
 
@@ -252,6 +254,8 @@ def make_training_dataset(
             into full batches, `_sorted_batches`); one of `BATCHINGS`.
         width_step: "sorted" counts each length rounded up to a multiple of this
             (`_batch_plan`): under XLA, the widths `pad_to_static_shapes` pads to.
+        word_dropout: Each source token becomes UNK with this probability, drawn
+            afresh each epoch (`with_word_dropout`; 0: none).
 
     Returns:
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
@@ -280,7 +284,53 @@ def make_training_dataset(
         seed=seed,
         cache=cache,
     )
+    dataset = with_word_dropout(dataset, word_dropout, seed)
     return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
+
+
+def drop_words(tokens: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
+    """Word dropout: each text token becomes UNK with probability ``rate``.
+
+    Padding, UNK, BOS and EOS (the ids up to ``EOS_ID``) stay as they are, so a
+    row keeps its length and its markers.
+
+    Args:
+        tokens: int (B, L) ids.
+        rate: The probability, in [0, 1).
+        seed: int (2,), the stateless seed of the draw.
+
+    Returns:
+        The ids with the dropped tokens replaced by ``UNK_ID``, (B, L), same dtype.
+    """
+    dropped = tf.random.stateless_uniform(tf.shape(tokens), seed) < rate
+    return tf.where(dropped & (tokens > EOS_ID), tf.constant(UNK_ID, tokens.dtype), tokens)
+
+
+def with_word_dropout(dataset: tf.data.Dataset, rate: float, seed: int) -> tf.data.Dataset:
+    """`drop_words` on the first tensor of every batch: the model's input text.
+
+    A regulariser for a small corpus (Sennrich and Zhang, 2019, "Revisiting
+    Low-Resource Neural Machine Translation"): the model cannot lean on any one
+    token being there. The labels, and the other tensors, are left as they are.
+    Each iteration over the dataset (an epoch) draws anew; the sequence of draws
+    is the same for the same seed. (Under `tf.distribute`, whose input rebatching
+    splits each batch into the replicas' shares before this map, each share draws
+    on its own: the same rate, not one device's draws.)
+
+    Args:
+        dataset: batches, tuples whose first tensor is int (B, L) ids.
+        rate: The probability, in [0, 1); 0 returns ``dataset`` unchanged.
+        seed: Seed of the draws.
+    """
+    if not rate:
+        return dataset
+    draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+
+    def drop(batch, draw):
+        tokens, *rest = batch
+        return (drop_words(tokens, rate, tf.stack([draw, 0])), *rest)
+
+    return tf.data.Dataset.zip((dataset, draws)).map(drop)
 
 
 def _batched(
@@ -497,6 +547,7 @@ def make_lm_training_dataset(
     cache: bool | str = True,
     batching: str = "buckets",
     width_step: int = 1,
+    word_dropout: float = 0.0,
 ) -> tf.data.Dataset:
     """Token-budgeted, length-bucketed, shuffled language-model batches.
 
@@ -509,6 +560,7 @@ def make_lm_training_dataset(
         seed: Shuffle seed.
         cache: As `make_training_dataset`'s.
         batching, width_step: As `make_training_dataset`'s.
+        word_dropout: As `make_training_dataset`'s, on the tokens (BOS stays).
 
     Returns:
         A dataset of ``(tokens int32 (B, T), labels int32 (B, T))``.
@@ -520,7 +572,7 @@ def make_lm_training_dataset(
         max_length=max_length, size=len(texts), token_budget=token_budget, batching=batching,
         width_step=width_step, shuffle=shuffle, seed=seed, cache=cache,
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return with_word_dropout(dataset, word_dropout, seed).prefetch(tf.data.AUTOTUNE)
 
 
 def make_lm_eval_dataset(
@@ -555,6 +607,7 @@ def make_classification_training_dataset(
     cache: bool | str = True,
     batching: str = "buckets",
     width_step: int = 1,
+    word_dropout: float = 0.0,
 ) -> tf.data.Dataset:
     """Token-budgeted, length-bucketed, shuffled classifier batches.
 
@@ -568,6 +621,7 @@ def make_classification_training_dataset(
         seed: Shuffle seed.
         cache: As `make_training_dataset`'s.
         batching, width_step: As `make_training_dataset`'s.
+        word_dropout: As `make_training_dataset`'s, on the tokens.
 
     Returns:
         A dataset of ``(tokens int32 (B, S), labels int32 (B,))``.
@@ -579,7 +633,7 @@ def make_classification_training_dataset(
         max_length=max_length, size=len(texts), token_budget=token_budget, batching=batching,
         width_step=width_step, shuffle=shuffle, seed=seed, cache=cache,
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return with_word_dropout(dataset, word_dropout, seed).prefetch(tf.data.AUTOTUNE)
 
 
 def make_classification_eval_dataset(

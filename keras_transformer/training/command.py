@@ -136,8 +136,8 @@ def run(args):
     from keras_transformer.training.trainer import train
 
     run_dir = RunDir(args.run)
-    config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config())
     task = args.task or (run_dir.task() if run_dir.exists() else "translate")
+    config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config(), task=task)
     src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
     if task == "translate":
         _refuse(args, ("column", "label_column", "text_column", "language", "vocab_size"), task)

@@ -364,6 +364,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         width_step=training_width_step(static_shapes),
         seed=seed,
         sample_alpha=config.subword_sampling,
+        word_dropout=config.word_dropout,
         **lengths,
     )
     validation = make_eval_dataset(
@@ -556,7 +557,7 @@ class LanguageModelTask(_TextTask):
         train = make_lm_training_dataset(
             run.read_texts("train"), tokenizer, token_budget=config.token_budget,
             max_length=max_length, seed=seed, batching=config.batching,
-            width_step=training_width_step(static_shapes),
+            width_step=training_width_step(static_shapes), word_dropout=config.word_dropout,
         )
         validation = make_lm_eval_dataset(
             run.read_texts("validation"), tokenizer, batch_size=config.validation_batch_size,
@@ -624,6 +625,7 @@ class ClassificationTask(_TextTask):
             train_texts, class_ids(names, train_labels, "train split"), tokenizer,
             token_budget=config.token_budget, max_length=max_length, seed=seed,
             batching=config.batching, width_step=training_width_step(static_shapes),
+            word_dropout=config.word_dropout,
         )
         validation = make_classification_eval_dataset(
             validation_texts, class_ids(names, validation_labels, "validation split"), tokenizer,

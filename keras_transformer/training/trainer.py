@@ -314,7 +314,7 @@ def train(
     """Trains (or resumes training) a model of a task in a run folder.
 
     The settings are a `TrainingConfig`, stored in the run's config.json. A new run
-    uses `config` (None: the defaults). A resumed run uses `config` when given and
+    uses `config` (None: its task's defaults, `TrainingConfig.for_task`). A resumed run uses `config` when given and
     its stored one otherwise; the settings that differ from the stored ones are
     printed, one line each, and the config used is stored. (The `train` command
     builds `config` from the stored one and the flags given: a flag given
@@ -387,7 +387,7 @@ def train(
                 f"preset={preset!r}. Use another folder for another model."
             )
         stored = state.read_training_config()
-        config = config or stored or TrainingConfig()
+        config = config or stored or TrainingConfig.for_task(task)
         if stored is not None:
             changed = config.differences(stored)
     else:
@@ -396,7 +396,7 @@ def train(
         run_config = task_for(task).prepare(
             state.path, data, preset or "small", **translate, **(prepare_options or {})
         )
-        config = config or TrainingConfig()
+        config = config or TrainingConfig.for_task(task)
     recipe = task_for(task)
     if chief:
         for line in changed:

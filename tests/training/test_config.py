@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from keras_transformer.training import command
+from keras_transformer.training.config import TASK_DEFAULTS
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.config import flag_name
@@ -22,7 +23,8 @@ def test_every_field_is_a_train_flag_with_its_default_and_help():
     for field in dataclasses.fields(TrainingConfig):
         assert f"--{flag_name(field)}" in help_text, field.name
         default = "unset" if field.default is None else str(field.default).lower()
-        assert f"{' '.join(field.metadata['help'].split())} (default: {default})" in help_text, field.name
+        # A task's own default follows the common one: "(default: 0.7; classify: 0.5)".
+        assert f"{' '.join(field.metadata['help'].split())} (default: {default}" in help_text, field.name
 
 
 def test_a_new_field_becomes_a_flag():
@@ -44,16 +46,34 @@ def test_flags_parse_to_typed_settings_and_unset_flags_keep_stored_values():
     args = _train_parser().parse_args(
         ["--run", "r", "--epochs", "7", "--batch-tokens", "512", "--no-xla", "--save-freq", "epoch",
          "--clipnorm", "1.5", "--subword-sampling", "0.2", "--weight-decay", "0.05",
-         "--batching", "sorted", "--loss-weighting", "batch"]
+         "--batching", "sorted", "--loss-weighting", "batch", "--word-dropout", "0.15"]
     )
     stored = TrainingConfig(epochs=3, patience=9, label_smoothing=0.2)
     config = TrainingConfig.from_flags(args, stored=stored)
     assert config == stored.replace(
         epochs=7, token_budget=512, jit_compile=False, save_freq="epoch", clipnorm=1.5,
         subword_sampling=0.2, weight_decay=0.05, batching="sorted", loss_weighting="batch",
+        word_dropout=0.15,
     )
     # A new run: flags not given take the defaults.
     assert TrainingConfig.from_flags(_train_parser().parse_args(["--run", "r"])) == TrainingConfig()
+
+
+def test_a_new_run_takes_its_task_s_defaults_and_a_stored_run_keeps_its_own():
+    assert TASK_DEFAULTS["classify"]["lr_scale"] != TrainingConfig().lr_scale
+    for task in (None, "translate", "lm"):
+        assert TrainingConfig.for_task(task) == TrainingConfig()
+    classify = TrainingConfig.for_task("classify", epochs=4)
+    assert classify == TrainingConfig(epochs=4, **TASK_DEFAULTS["classify"])
+    parser = _train_parser()
+    assert TrainingConfig.from_flags(parser.parse_args(["--run", "r"]), task="classify") == (
+        TrainingConfig.for_task("classify"))
+    given = parser.parse_args(["--run", "r", "--lr-scale", "0.9"])
+    assert TrainingConfig.from_flags(given, task="classify").lr_scale == 0.9
+    stored = TrainingConfig(lr_scale=0.7)  # a classifier stored before its own default
+    assert TrainingConfig.from_flags(parser.parse_args(["--run", "r"]), stored, "classify") == stored
+    help_text = " ".join(parser.format_help().split())
+    assert f"(default: {TrainingConfig().lr_scale}; classify: {TASK_DEFAULTS['classify']['lr_scale']})" in help_text
 
 
 def test_differences_name_the_flags_one_line_each():
@@ -80,6 +100,8 @@ def test_differences_name_the_flags_one_line_each():
         (dict(weight_decay=float("nan")), "--weight-decay"),
         (dict(batching="random"), "--batching"),
         (dict(loss_weighting="row"), "--loss-weighting"),
+        (dict(word_dropout=1.0), "--word-dropout"),
+        (dict(word_dropout=-0.1), "--word-dropout"),
         (dict(lr_decay="linear"), "--max-steps"),  # it decays to 0 at --max-steps
         (dict(lr_decay="linear", max_steps=100, warmup_steps=100), "--max-steps"),
     ],

@@ -12,6 +12,7 @@ from keras_transformer.data.corpus import LabelledFile
 from keras_transformer.data.corpus import normalize_for_grouping
 from keras_transformer.data.sentence_type import output_path
 from keras_transformer.runs import RunDir
+from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.tasks import task_for
 
 CMN_ENG = str(DEFAULT_CMN_ENG_PATH)
@@ -56,6 +57,14 @@ def test_lm_history_has_validation_perplexity_equal_to_evaluating_the_same_weigh
     assert cli.main(["evaluate", "--run", str(copy), "--split", "validation", "--weights", "last"]) == 0
     evaluation = json.loads((copy / "evaluation.json").read_text())
     assert evaluation["perplexity"] == pytest.approx(history[-1]["val_perplexity"], rel=1e-4)
+
+
+def test_each_task_s_new_run_trains_with_that_task_s_defaults(lm_run, classify_run):
+    from keras_transformer.training.config import TASK_DEFAULTS
+
+    # `train --task classify` without --lr-scale: the classifier's own scale is stored.
+    assert RunDir(classify_run).read_training_config().lr_scale == TASK_DEFAULTS["classify"]["lr_scale"]
+    assert RunDir(lm_run).read_training_config().lr_scale == TrainingConfig().lr_scale
 
 
 def test_classify_run_stores_sorted_labels_and_labelled_splits(classify_run):
