@@ -254,8 +254,8 @@ def make_training_dataset(
             into full batches, `_sorted_batches`); one of `BATCHINGS`.
         width_step: "sorted" counts each length rounded up to a multiple of this
             (`_batch_plan`): under XLA, the widths `pad_to_static_shapes` pads to.
-        word_dropout: Each source token becomes UNK with this probability, drawn
-            afresh each epoch (`with_word_dropout`; 0: none).
+        word_dropout: Each source token (not a tag) becomes UNK with this
+            probability, drawn afresh each epoch (`with_word_dropout`; 0: none).
 
     Returns:
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
@@ -284,29 +284,36 @@ def make_training_dataset(
         seed=seed,
         cache=cache,
     )
-    dataset = with_word_dropout(dataset, word_dropout, seed)
+    dataset = with_word_dropout(dataset, word_dropout, seed, source_tokenizer.first_text_id)
     return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
 
 
-def drop_words(tokens: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
+def drop_words(
+    tokens: tf.Tensor, rate: float, seed: tf.Tensor, first_text_id: int = EOS_ID + 1
+) -> tf.Tensor:
     """Word dropout: each text token becomes UNK with probability ``rate``.
 
-    Padding, UNK, BOS and EOS (the ids up to ``EOS_ID``) stay as they are, so a
-    row keeps its length and its markers.
+    The ids below ``first_text_id`` (padding, UNK, BOS, EOS and a tokenizer's tags)
+    stay as they are, so a row keeps its length, its markers and its tags.
 
     Args:
         tokens: int (B, L) ids.
         rate: The probability, in [0, 1).
         seed: int (2,), the stateless seed of the draw.
+        first_text_id: The lowest id of a text piece
+            (`SubwordTokenizer.first_text_id`).
 
     Returns:
         The ids with the dropped tokens replaced by ``UNK_ID``, (B, L), same dtype.
     """
     dropped = tf.random.stateless_uniform(tf.shape(tokens), seed) < rate
-    return tf.where(dropped & (tokens > EOS_ID), tf.constant(UNK_ID, tokens.dtype), tokens)
+    text = tokens >= first_text_id
+    return tf.where(dropped & text, tf.constant(UNK_ID, tokens.dtype), tokens)
 
 
-def with_word_dropout(dataset: tf.data.Dataset, rate: float, seed: int) -> tf.data.Dataset:
+def with_word_dropout(
+    dataset: tf.data.Dataset, rate: float, seed: int, first_text_id: int = EOS_ID + 1
+) -> tf.data.Dataset:
     """`drop_words` on the first tensor of every batch: the model's input text.
 
     A regulariser for a small corpus (Sennrich and Zhang, 2019, "Revisiting
@@ -321,6 +328,7 @@ def with_word_dropout(dataset: tf.data.Dataset, rate: float, seed: int) -> tf.da
         dataset: batches, tuples whose first tensor is int (B, L) ids.
         rate: The probability, in [0, 1); 0 returns ``dataset`` unchanged.
         seed: Seed of the draws.
+        first_text_id: As `drop_words`'.
     """
     if not rate:
         return dataset
@@ -328,7 +336,7 @@ def with_word_dropout(dataset: tf.data.Dataset, rate: float, seed: int) -> tf.da
 
     def drop(batch, draw):
         tokens, *rest = batch
-        return (drop_words(tokens, rate, tf.stack([draw, 0])), *rest)
+        return (drop_words(tokens, rate, tf.stack([draw, 0]), first_text_id), *rest)
 
     return tf.data.Dataset.zip((dataset, draws)).map(drop)
 
@@ -572,7 +580,8 @@ def make_lm_training_dataset(
         max_length=max_length, size=len(texts), token_budget=token_budget, batching=batching,
         width_step=width_step, shuffle=shuffle, seed=seed, cache=cache,
     )
-    return with_word_dropout(dataset, word_dropout, seed).prefetch(tf.data.AUTOTUNE)
+    dataset = with_word_dropout(dataset, word_dropout, seed, tokenizer.first_text_id)
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def make_lm_eval_dataset(
@@ -633,7 +642,8 @@ def make_classification_training_dataset(
         max_length=max_length, size=len(texts), token_budget=token_budget, batching=batching,
         width_step=width_step, shuffle=shuffle, seed=seed, cache=cache,
     )
-    return with_word_dropout(dataset, word_dropout, seed).prefetch(tf.data.AUTOTUNE)
+    dataset = with_word_dropout(dataset, word_dropout, seed, tokenizer.first_text_id)
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def make_classification_eval_dataset(

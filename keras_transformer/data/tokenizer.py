@@ -52,6 +52,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
@@ -288,6 +289,12 @@ class SubwordTokenizer(tf.Module):
             )
         self._vocab_size = processor.get_piece_size()
         self._pieces = [processor.id_to_piece(i) for i in range(self._vocab_size)]
+        proto = sentencepiece_model_pb2.ModelProto.FromString(self._model_proto)
+        # SentencePiece numbers the special pieces, then the user-defined ones (tags), first.
+        self._first_text_id = 1 + max(
+            [EOS_ID] + [i for i, piece in enumerate(proto.pieces)
+                        if piece.type == sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED]
+        )
         if sample_alpha is not None and not 0 < sample_alpha <= 1:
             raise ValueError(
                 f"`sample_alpha` must be None or in (0, 1]; received {sample_alpha!r}."
@@ -347,6 +354,12 @@ class SubwordTokenizer(tf.Module):
     def vocab_size(self) -> int:
         """Number of ids, special ones included."""
         return self._vocab_size
+
+    @property
+    def first_text_id(self) -> int:
+        """The lowest id of a text piece: below it, the special ids and the tags
+        (``user_defined_symbols``), which word dropout leaves alone."""
+        return self._first_text_id
 
     def id_to_piece(self, token_id: int) -> str:
         """The piece of one id (Python, for inspection and debugging)."""

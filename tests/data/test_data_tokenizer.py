@@ -110,6 +110,18 @@ def test_training_is_deterministic(cmn_split):
     assert train_sentencepiece(text, 500) == train_sentencepiece(text, 500)
 
 
+def test_the_first_text_id_follows_the_special_ids_and_the_tags(tokenizers):
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.data.tokenizer import train_sentencepiece
+
+    assert [tokenizer.first_text_id for tokenizer in tokenizers] == [EOS_ID + 1] * 2
+    sentences = ["hello world foo bar", "the cat sat on the mat"] * 50
+    tags = ["\ue001", "\ue002"]
+    tagged = SubwordTokenizer(train_sentencepiece(sentences, 24, user_defined_symbols=tags))
+    assert tagged.first_text_id == EOS_ID + 1 + len(tags)
+    assert {EOS_ID + 1, EOS_ID + 2} <= set(tagged.tokenize(tags).flat_values.numpy().tolist())
+
+
 def test_foreign_special_ids_are_rejected():
     # SentencePiece's own defaults: unk 0, bos 1, eos 2, no pad.
     import io

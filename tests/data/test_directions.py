@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.data.corpus import SentencePair
 from keras_transformer.data.directions import TO_SOURCE_TAG
@@ -78,7 +80,8 @@ def test_bidirectional_is_a_translation_option(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_the_training_pipeline_reads_each_source_with_one_direction_tag(tmp_path):
+@pytest.mark.parametrize("word_dropout", [0.0, 0.5])
+def test_the_training_pipeline_reads_each_source_with_one_direction_tag(tmp_path, word_dropout):
     from keras_transformer.runs import RunDir
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.tasks import make_datasets
@@ -90,7 +93,10 @@ def test_the_training_pipeline_reads_each_source_with_one_direction_tag(tmp_path
     source, _ = run_dir.tokenizers()
     tag_ids = {tag: source.with_prefix("").tokenize([tag]).to_list()[0][-1]
                for tag in (TO_TARGET_TAG, TO_SOURCE_TAG)}
-    train, validation = make_datasets(run_dir, run_dir.read_config(), TrainingConfig(), seed=0)
+    # Word dropout leaves the tags: they sit below the first text id.
+    assert max(tag_ids.values()) < source.first_text_id
+    config = TrainingConfig(word_dropout=word_dropout)
+    train, validation = make_datasets(run_dir, run_dir.read_config(), config, seed=0)
 
     for inputs, _ in validation.take(3):  # the run's direction, read as sentences are
         tokens = inputs["encoder_tokens"].numpy()

@@ -33,6 +33,10 @@ def test_drop_words_turns_text_tokens_into_unk_at_the_rate_and_nothing_else():
     text = ids > EOS_ID
     assert changed[text].mean() == pytest.approx(0.25, abs=0.02)
     assert np.array_equal(drop_words(ids, 0.0, tf.constant([7, 0])).numpy(), ids)
+    # A tokenizer's tags (ids below its first text id) stay too.
+    tagged = drop_words(ids, 0.9, tf.constant([7, 0]), first_text_id=40).numpy()
+    assert np.array_equal(tagged[ids < 40], ids[ids < 40])
+    assert np.all(tagged[tagged != ids] == UNK_ID) and (tagged != ids).any()
 
 
 def test_drop_words_is_the_same_for_a_seed_and_differs_across_seeds():
