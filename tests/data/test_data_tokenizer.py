@@ -111,9 +111,6 @@ def test_training_is_deterministic(cmn_split):
 
 
 def test_the_first_text_id_follows_the_special_ids_and_the_tags(tokenizers):
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.data.tokenizer import train_sentencepiece
-
     assert [tokenizer.first_text_id for tokenizer in tokenizers] == [EOS_ID + 1] * 2
     sentences = ["hello world foo bar", "the cat sat on the mat"] * 50
     tags = ["\ue001", "\ue002"]

@@ -12,6 +12,7 @@ from keras_transformer.data.corpus import LabelledFile
 from keras_transformer.data.corpus import normalize_for_grouping
 from keras_transformer.data.sentence_type import output_path
 from keras_transformer.runs import RunDir
+from keras_transformer.training.config import TASK_DEFAULTS
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.tasks import task_for
 
@@ -60,8 +61,6 @@ def test_lm_history_has_validation_perplexity_equal_to_evaluating_the_same_weigh
 
 
 def test_each_task_s_new_run_trains_with_that_task_s_defaults(lm_run, classify_run):
-    from keras_transformer.training.config import TASK_DEFAULTS
-
     # `train --task classify` without --lr-scale: the classifier's own scale is stored.
     assert RunDir(classify_run).read_training_config().lr_scale == TASK_DEFAULTS["classify"]["lr_scale"]
     assert RunDir(lm_run).read_training_config().lr_scale == TrainingConfig().lr_scale
