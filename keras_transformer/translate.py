@@ -15,6 +15,7 @@ import sys
 
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_source_arguments
 from keras_transformer.runs import add_weights_argument
 
@@ -32,6 +33,10 @@ def add_arguments(parser):
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                         help="length-penalty exponent, 0 or more; higher favours longer "
                              f"translations (default: {DEFAULT_ALPHA})")
+    parser.add_argument("--coverage", type=float,
+                        help="weight of beam search's coverage penalty, 0 or more; higher keeps "
+                             "a translation going until its attention has covered the source "
+                             f"(default: {DEFAULT_COVERAGE}; 0: none; --run)")
     parser.add_argument("--max-length", type=int, default=None, help="cap on output subwords")
     parser.add_argument("--n-best", type=int, default=1, help="hypotheses to print per sentence")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -64,7 +69,8 @@ def _in_process_translator(args):
         raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     module = TranslationModule(
         run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
-        beam_width=args.beam, alpha=args.alpha, max_output_length=args.max_length,
+        beam_width=args.beam, alpha=args.alpha,
+        coverage=DEFAULT_COVERAGE if args.coverage is None else args.coverage, max_output_length=args.max_length,
         jit_compile=args.xla,
     )
 
@@ -78,6 +84,9 @@ def _in_process_translator(args):
 def _server_translator(args):
     if args.weights:
         raise ValueError("--weights belongs to --run; a served model holds its own weights.")
+    if args.coverage is not None:
+        raise ValueError("--coverage belongs to --run; a served model searches with the "
+                         "coverage penalty it was exported with (export --coverage).")
     from keras_transformer.serving.client import ServingClient
 
     client = ServingClient(args.server, args.model)

@@ -270,6 +270,13 @@ def test_translate_from_a_port_where_nothing_listens_is_one_line(scheme):
     _assert_one_line_error(result, "translate")
 
 
+def test_translate_refuses_a_coverage_penalty_for_a_server_in_one_line():
+    # A served model searches as it was exported; the flag would be silently ignored.
+    result = _keras_transformer("translate", "--server", f"127.0.0.1:{_free_port()}", "你好",
+                                "--coverage", "0.4", timeout=60)
+    _assert_one_line_error(result, "translate", "--coverage belongs to --run", "export --coverage")
+
+
 class _NoSuchModel(http.server.BaseHTTPRequestHandler):
     """Answers as TF Serving does for a model it does not serve."""
 

@@ -8,11 +8,12 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.search import coverage_penalty
 from keras_transformer.decoding.search import length_penalty
 from keras_transformer.decoding.search import next_token_log_probs
 
 
-def score_sequences(model, encoder_tokens, target_tokens, alpha=0.0):
+def score_sequences(model, encoder_tokens, target_tokens, alpha=0.0, coverage=0.0):
     """Scores targets under the model exactly as the searches score hypotheses.
 
     Args:
@@ -20,10 +21,12 @@ def score_sequences(model, encoder_tokens, target_tokens, alpha=0.0):
         encoder_tokens: (B, S) int32 source ids, 0-padded.
         target_tokens: (B, T) int32 target ids without BOS/EOS, 0-padded.
         alpha: length-penalty exponent; 0 gives the plain log-probability.
+        coverage: β of the coverage penalty; 0 gives none.
 
     Returns:
         (B,) float32: log P(target + EOS | source) / ((5 + len) / 6)^alpha, where
-        len counts the target tokens and the EOS.
+        len counts the target tokens and the EOS, + β · `coverage_penalty` of the
+        last decoder block's head-averaged cross-attention summed over the len steps.
     """
     encoder_tokens = tf.cast(encoder_tokens, tf.int32)
     target_tokens = tf.cast(target_tokens, tf.int32)
@@ -39,4 +42,11 @@ def score_sequences(model, encoder_tokens, target_tokens, alpha=0.0):
     token_log_probs = tf.gather(log_probs, labels, batch_dims=2)
     real = tf.not_equal(labels, PAD_ID)
     total = tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=-1)
-    return total / length_penalty(lengths + 1, alpha)
+    scores = total / length_penalty(lengths + 1, alpha)
+    if coverage:
+        cross = model.attention_weights(encoder_tokens, decoder_tokens)["cross"][:, -1]
+        attention = tf.reduce_mean(cross, axis=1)  # (B, T + 1, S), as the search's steps
+        covered = tf.reduce_sum(tf.where(real[:, :, None], attention, 0.0), axis=1)
+        source_mask = tf.not_equal(encoder_tokens, PAD_ID)
+        scores += coverage * coverage_penalty(covered, source_mask)
+    return scores

@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import MIN_SHARD_ROWS
 from keras_transformer.constants import PAD_ID
@@ -67,6 +68,22 @@ def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
         banned[[pad_id, bos_id]] = NEG_INF
         logits = logits + banned
     return tf.nn.log_softmax(logits, axis=-1)
+
+
+def coverage_penalty(coverage, source_mask):
+    """GNMT's coverage penalty sum_i log(min(coverage_i, 1)) (Wu et al., 2016, eq. 14).
+
+    Args:
+        coverage: (..., S) float32, the attention each source token has had, summed
+            over the target steps so far.
+        source_mask: booleans broadcastable to `coverage`, True for real tokens.
+
+    Returns:
+        (...) float32, 0 when every real source token has had at least 1, below 0
+        for each one that has had less.
+    """
+    covered = tf.math.log(tf.clip_by_value(coverage, 1e-6, 1.0))
+    return tf.reduce_sum(tf.where(source_mask, covered, 0.0), axis=-1)
 
 
 def strip_end(tokens, eos_id):
@@ -134,6 +151,9 @@ class SequenceSearch:
         extra_length: default limit per row = its source length + `extra_length`.
         beam_width: K for `beam_search`.
         alpha: length-penalty exponent for beam search (0 = raw log-probability).
+        coverage: β, weight of GNMT's coverage penalty in beam search (0 = none): a
+            hypothesis that ends before its attention has covered every source
+            token scores β·Σ log(min(coverage, 1)) lower (`coverage_penalty`).
         jit_compile: compile the loops with XLA.
         growing_cache: let the key/value caches grow by a position per step (None:
             unless `jit_compile`, whose shapes must be static); False preallocates
@@ -158,6 +178,7 @@ class SequenceSearch:
         extra_length=50,
         beam_width=DEFAULT_BEAM_WIDTH,
         alpha=DEFAULT_ALPHA,
+        coverage=DEFAULT_COVERAGE,
         jit_compile=False,
         growing_cache=None,
         parallel_searches=None,
@@ -173,6 +194,9 @@ class SequenceSearch:
         if not alpha >= 0:
             raise ValueError(f"`alpha` must be a number >= 0; received alpha={alpha!r}.")
         self.alpha = float(alpha)
+        if not coverage >= 0:
+            raise ValueError(f"`coverage` must be a number >= 0; received coverage={coverage!r}.")
+        self.coverage = float(coverage)
         self.jit_compile = bool(jit_compile)
         if growing_cache and self.jit_compile:
             raise ValueError(
@@ -230,11 +254,12 @@ class SequenceSearch:
         return self._greedy(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
 
     def beam_search(self, encoder_tokens, max_new_tokens=0):
-        """Beam search of width K with GNMT's length penalty.
+        """Beam search of width K with GNMT's length and coverage penalties.
 
         Returns:
             dict with "tokens" (B, K, L), "lengths" (B, K) and "scores" (B, K):
-            log-probability / length_penalty, hypotheses sorted best first.
+            log-probability / length_penalty (+ β · coverage_penalty), hypotheses
+            sorted best first.
         """
         return self._beam(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
 
@@ -299,6 +324,12 @@ class SequenceSearch:
         logits, cache = self.model.decode_token(tokens, index, cache, state)
         return next_token_log_probs(logits, bos_id=self.bos_id), cache
 
+    def _step_with_attention(self, tokens, index, cache, state):
+        logits, cache, attention = self.model.decode_token(
+            tokens, index, cache, state, return_cross_attention=True
+        )
+        return next_token_log_probs(logits, bos_id=self.bos_id), cache, attention
+
     # Greedy --------------------------------------------------------------------
 
     def _greedy_search(self, encoder_tokens, max_new_tokens):
@@ -351,13 +382,21 @@ class SequenceSearch:
         done = tf.zeros([batch_size], tf.bool)
         current = tf.fill([batch_size * beam], self.bos_id)
         best_possible_penalty = length_penalty(limits, self.alpha)  # (B,)
-
-        def condition(index, *state):
-            return tf.logical_not(tf.reduce_all(state[-1]))
+        with_coverage = self.coverage > 0
+        source_mask = tf.not_equal(encoder_tokens, PAD_ID)[:, None, :]  # (B, 1, S)
+        # How much attention each source token has had, per alive hypothesis.
+        alive_coverage = tf.zeros([batch_size, beam, tf.shape(encoder_tokens)[1]], tf.float32)
 
         def body(index, current, alive_tokens, alive_log_probs, finished_tokens,
-                 finished_scores, self_cache, done):
-            log_probs, self_cache = self._step(current, index, self_cache, state)
+                 finished_scores, self_cache, done, alive_coverage=None):
+            if with_coverage:
+                log_probs, self_cache, attention = self._step_with_attention(
+                    current, index, self_cache, state
+                )
+                # This step's attention is its parent's: every candidate of a parent shares it.
+                alive_coverage += tf.reshape(attention, tf.shape(alive_coverage))
+            else:
+                log_probs, self_cache = self._step(current, index, self_cache, state)
             vocab_size = tf.shape(log_probs)[-1]
             log_probs = tf.reshape(log_probs, [batch_size, beam, vocab_size])
             candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
@@ -378,6 +417,9 @@ class SequenceSearch:
 
             # Hypotheses that end here join the finished set, ranked by normalised score.
             ended_scores = top_log_probs / length_penalty(index + 1, self.alpha)
+            if with_coverage:
+                top_coverage = tf.gather(alive_coverage, source_beams, batch_dims=1)  # (B, 2K, S)
+                ended_scores += self.coverage * coverage_penalty(top_coverage, source_mask)
             ended_scores = tf.where(ends_here & ~frozen, ended_scores, NEG_INF)
             merged_scores = tf.concat([finished_scores, ended_scores], axis=1)
             merged_tokens = tf.concat([finished_tokens, top_sequences], axis=1)
@@ -395,19 +437,27 @@ class SequenceSearch:
                 lambda cache: tf.gather(cache, flat_parents, axis=BATCH_AXIS), self_cache
             )
             current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
+            if with_coverage:
+                alive_coverage = tf.gather(top_coverage, keep, batch_dims=1)
 
             # A row is done once no alive hypothesis can beat its K-th finished one:
-            # log-probabilities only fall, and the penalty is at most that of the limit.
+            # log-probabilities only fall, the length penalty is at most that of the
+            # limit, and the coverage penalty is never above 0.
             best_alive_bound = alive_log_probs[:, 0] / best_possible_penalty
             done = done | at_limit[:, 0] | (finished_scores[:, -1] >= best_alive_bound)
-            return (index + 1, current, alive_tokens, alive_log_probs, finished_tokens,
-                    finished_scores, self_cache, done)
+            loop_vars = (index + 1, current, alive_tokens, alive_log_probs, finished_tokens,
+                         finished_scores, self_cache, done)
+            return loop_vars + ((alive_coverage,) if with_coverage else ())
+
+        def condition(index, current, alive_tokens, alive_log_probs, finished_tokens,
+                      finished_scores, self_cache, done, *coverage):
+            return tf.logical_not(tf.reduce_all(done))
 
         state = self._while_loop(
             condition,
             body,
             (tf.constant(0), current, alive_tokens, alive_log_probs, finished_tokens,
-             finished_scores, self_cache, done),
+             finished_scores, self_cache, done) + ((alive_coverage,) if with_coverage else ()),
             length, cache_position=6,
         )
         finished_tokens, finished_scores = state[4], state[5]

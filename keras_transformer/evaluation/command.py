@@ -28,6 +28,7 @@ import sys
 
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_pair_arguments
 from keras_transformer.runs import add_weights_argument
 
@@ -56,6 +57,12 @@ def add_arguments(parser):
         help="length-penalty exponent of the run's beam search, 0 or more; higher favours "
         f"longer translations (default: {DEFAULT_ALPHA}). Choose it on --split validation; "
         "an export keeps the exponent it was exported with.",
+    )
+    parser.add_argument(
+        "--coverage", type=float,
+        help="weight of the run's beam search coverage penalty, 0 or more; higher keeps a "
+        "translation going until its attention has covered the source (default: "
+        f"{DEFAULT_COVERAGE}; 0: none). An export keeps the weight it was exported with.",
     )
     add_weights_argument(parser)
     parser.add_argument(
@@ -88,6 +95,8 @@ def _prepare(args):
         raise ValueError(f"--show must be 0 or more; received {args.show}.")
     if args.alpha is not None and not args.alpha >= 0:
         raise ValueError(f"--alpha must be a number >= 0; received {args.alpha}.")
+    if args.coverage is not None and not args.coverage >= 0:
+        raise ValueError(f"--coverage must be a number >= 0; received {args.coverage}.")
     from keras_transformer.data.corpus import pair_files
     from keras_transformer.data.corpus import sources_and_targets
 
@@ -123,12 +132,20 @@ def _prepare(args):
                 f"{path} was exported with length-penalty exponent {alpha}; --alpha {args.alpha} "
                 "cannot change it (evaluate the run folder, or export again)."
             )
+        # Exports made before the coverage penalty searched without it.
+        coverage = find_setting(manifest, "coverage") or 0.0
+        if args.coverage is not None and args.coverage != coverage:
+            raise ValueError(
+                f"{path} was exported with coverage penalty {coverage}; --coverage "
+                f"{args.coverage} cannot change it (evaluate the run folder, or export again)."
+            )
         sources, references = sources_and_targets(data.read())
         facts = {
             "saved_model": os.path.abspath(path),
             "data": data.describe(),
             "beam": beam,
             "alpha": alpha,
+            "coverage": coverage,
             "target_language": find_setting(manifest, "target_language"),
         }
         translate_fn = saved_model_translator(loaded)
@@ -151,16 +168,18 @@ def _prepare(args):
             sources, references = sources_and_targets(data.read())
         beam = args.beam or DEFAULT_BEAM_WIDTH
         alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
+        coverage = DEFAULT_COVERAGE if args.coverage is None else args.coverage
         facts = {
             "run": os.path.abspath(args.run),
             "split": split,
             "data": None if split else data.describe(),
             "beam": beam,
             "alpha": alpha,
+            "coverage": coverage,
             "weights": run.weights.record(relative_to=args.run),
             "target_language": run.config.get("data", {}).get("target_language"),
         }
-        translate_fn = run_translator(run, beam_width=beam, alpha=alpha)
+        translate_fn = run_translator(run, beam_width=beam, alpha=alpha, coverage=coverage)
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
     return translate_fn, sources, references, facts
@@ -177,7 +196,8 @@ def _evaluate_task(args, run_dir):
     refused = [flag for flag, given in (
         ("--data", args.data), ("--source-file", args.source_file), ("--src", args.src),
         ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam),
-        ("--alpha", args.alpha), ("--tokenize", args.tokenize), ("--output", args.output),
+        ("--alpha", args.alpha), ("--coverage", args.coverage), ("--tokenize", args.tokenize),
+        ("--output", args.output),
     ) if given is not None]
     if refused:
         raise ValueError(
@@ -250,6 +270,8 @@ def run(args):
     search = f"beam {facts['beam'] or '(as exported)'}"
     if facts.get("alpha") is not None and (facts["beam"] or 0) != 1:
         search += f", alpha {facts['alpha']}"
+        if facts.get("coverage"):
+            search += f", coverage {facts['coverage']}"
     print(f"{result.sentences} sentences, {search}; hypotheses: {output}")
     if facts.get("weights"):
         weights = facts["weights"]

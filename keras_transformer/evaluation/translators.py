@@ -16,6 +16,7 @@ import os
 
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
 
 MANIFEST_FILE = "manifest.json"  # written by keras_transformer.export.writer
 
@@ -24,7 +25,8 @@ def _texts(tensor):
     return [value.decode("utf-8") for value in tensor.numpy().tolist()]
 
 
-def translation_module(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA):
+def translation_module(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA,
+                       coverage=DEFAULT_COVERAGE):
     """The `TranslationModule` of a loaded run (beam search of width `beam_width`)."""
     from keras_transformer.export.module import TranslationModule
 
@@ -35,6 +37,7 @@ def translation_module(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA):
         max_source_length=run.max_source_length,
         beam_width=beam_width,
         alpha=alpha,
+        coverage=coverage,
     )
 
 
@@ -48,18 +51,22 @@ def module_translator(module):
     return translate
 
 
-def run_translator(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA):
+def run_translator(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA,
+                   coverage=DEFAULT_COVERAGE):
     """The `translate_fn` of a run folder's model.
 
     Args:
         run: a `keras_transformer.runs.Run` (from `load_run`).
         beam_width: 1 for greedy search.
         alpha: length-penalty exponent of beam search.
+        coverage: weight of beam search's coverage penalty.
 
     Returns:
         list of strings -> list of strings.
     """
-    return module_translator(translation_module(run, beam_width=beam_width, alpha=alpha))
+    return module_translator(
+        translation_module(run, beam_width=beam_width, alpha=alpha, coverage=coverage)
+    )
 
 
 def resolve_saved_model(path):

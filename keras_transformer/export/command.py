@@ -9,6 +9,7 @@ records the task and which weights (kind, file, epoch, step, validation loss).
 
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import MIN_SHARD_ROWS
 from keras_transformer.runs import add_weights_argument
 
@@ -25,6 +26,10 @@ def add_arguments(parser):
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                         help="translator: length-penalty exponent, 0 or more; higher favours "
                              f"longer translations (default: {DEFAULT_ALPHA})")
+    parser.add_argument("--coverage", type=float, default=DEFAULT_COVERAGE,
+                        help="translator: weight of beam search's coverage penalty, 0 or more; "
+                             "higher keeps a translation going until its attention has covered "
+                             f"the source (default: {DEFAULT_COVERAGE}; 0: none)")
     parser.add_argument("--max-length", type=int, default=None,
                         help="translator: cap on output subwords; language model: cap on "
                              "prompt and new subwords together (default: the model's "
@@ -61,13 +66,14 @@ def library_versions():
     }
 
 
-def _translation_export(run, run_folder, beam, alpha, max_length, xla, parallel_searches):
+def _translation_export(run, run_folder, beam, alpha, coverage, max_length, xla,
+                        parallel_searches):
     from keras_transformer.export.module import TranslationModule
 
     module = TranslationModule(
         run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
-        beam_width=beam, alpha=alpha, max_output_length=max_length, jit_compile=xla,
-        parallel_searches=parallel_searches,
+        beam_width=beam, alpha=alpha, coverage=coverage, max_output_length=max_length,
+        jit_compile=xla, parallel_searches=parallel_searches,
     )
     test_sources, _ = run.split("test")
     data = run.config["data"]
@@ -77,7 +83,7 @@ def _translation_export(run, run_folder, beam, alpha, max_length, xla, parallel_
         "source_vocab_size": run.source_tokenizer.vocab_size,
         "target_vocab_size": run.target_tokenizer.vocab_size,
         "max_source_length": run.max_source_length,
-        "decoding": {"beam_width": beam, "alpha": alpha, "xla": xla,
+        "decoding": {"beam_width": beam, "alpha": alpha, "coverage": coverage, "xla": xla,
                      "parallel_searches": module.search.parallel_searches},
     }
     return module, test_sources[:4] or ["你好。"], manifest
@@ -113,12 +119,13 @@ def _classifier_export(run, run_folder):
 
 def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WIDTH,
                alpha=DEFAULT_ALPHA, max_length=None, xla=False, overwrite=False, keras_file=True,
-               weights=None, max_new_tokens=32, parallel_searches=None):
+               weights=None, max_new_tokens=32, parallel_searches=None,
+               coverage=DEFAULT_COVERAGE):
     """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
     `weights`: None (the default choice), "best", "last", "average" or a weights file
-    (`RunDir.weights`). `beam`, `alpha` and `parallel_searches` (`SequenceSearch`'s,
-    None for its default) concern translators, `max_new_tokens` language models,
+    (`RunDir.weights`). `beam`, `alpha`, `coverage` and `parallel_searches`
+    (`SequenceSearch`'s, None for its default) concern translators, `max_new_tokens` language models,
     `max_length` and `xla` both.
     """
     from keras_transformer.export.writer import check_model_name
@@ -135,7 +142,7 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
         module, warmup, details = _classifier_export(run, run_folder)
     else:
         module, warmup, details = _translation_export(
-            run, run_folder, beam, alpha, max_length, xla, parallel_searches)
+            run, run_folder, beam, alpha, coverage, max_length, xla, parallel_searches)
     manifest = {
         "task": run.task,
         "model": run.config["model"],
@@ -155,8 +162,8 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
 
 def run(args):
     path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
-                      alpha=args.alpha, max_length=args.max_length, xla=args.xla,
-                      overwrite=args.overwrite, keras_file=args.keras, weights=args.weights,
+                      alpha=args.alpha, coverage=args.coverage, max_length=args.max_length,
+                      xla=args.xla, overwrite=args.overwrite, keras_file=args.keras, weights=args.weights,
                       max_new_tokens=args.max_new_tokens,
                       parallel_searches=args.parallel_searches)
     print(f"exported {path}")

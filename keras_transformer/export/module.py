@@ -19,6 +19,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.generation import Generator
@@ -94,6 +95,7 @@ class TranslationModule(ExportModule):
         max_source_length: longer inputs are truncated to this many subwords.
         beam_width: K; 1 means greedy search.
         alpha: length-penalty exponent of beam search.
+        coverage: β, weight of beam search's coverage penalty (0: none).
         max_output_length: cap on output subwords (default: the model's max_length).
         jit_compile: compile the decoding loop with XLA (stock TF Serving then needs
             `--xla_cpu_compilation_enabled=true`).
@@ -113,6 +115,7 @@ class TranslationModule(ExportModule):
         max_source_length,
         beam_width=DEFAULT_BEAM_WIDTH,
         alpha=DEFAULT_ALPHA,
+        coverage=DEFAULT_COVERAGE,
         max_output_length=None,
         jit_compile=False,
         parallel_searches=None,
@@ -123,11 +126,13 @@ class TranslationModule(ExportModule):
         self.max_source_length = checks.check_positive_int("max_source_length", max_source_length)
         self.beam_width = checks.check_positive_int("beam_width", beam_width)
         self.alpha = float(alpha)
+        self.coverage = float(coverage)
         self.search = SequenceSearch(
             model,
             max_length=max_output_length or model.config.max_length,
             beam_width=beam_width,
             alpha=alpha,
+            coverage=coverage,
             jit_compile=jit_compile,
             parallel_searches=parallel_searches,
         )
@@ -180,14 +185,17 @@ class TranslationModule(ExportModule):
 
         Returns:
             log_probability (B,): log P(target + EOS | source); score (B,): the same
-            divided by the length penalty, comparable with `translate`'s score.
+            divided by the length penalty (and with the coverage penalty, if any),
+            comparable with `translate`'s score.
         """
         source_ids = self.encode_text(source)
         target_ids = self.target_tokenizer.tokenize(target)[:, : self.search.max_length - 1]
         target_ids = target_ids.to_tensor(default_value=PAD_ID)
         return {
             "log_probability": score_sequences(self.model, source_ids, target_ids, alpha=0.0),
-            "score": score_sequences(self.model, source_ids, target_ids, alpha=self.alpha),
+            "score": score_sequences(
+                self.model, source_ids, target_ids, alpha=self.alpha, coverage=self.coverage
+            ),
         }
 
     @tf.function(input_signature=[TEXT_SPEC])

@@ -235,7 +235,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query, keys, values = tf.unstack(projected, axis=1)  # one op, three outputs
         return query, (keys, values)
 
-    def attend_token(self, query, keys, values, mask, weights):
+    def attend_token(self, query, keys, values, mask, weights, return_weights=False):
         """Attention of one query per row over prepared keys and values.
 
         Args:
@@ -245,18 +245,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             mask: booleans broadcastable to (B, H, 1, L), True where a key is
                 visible (`cache_token_mask`, or the source padding mask as (B, 1, 1, S)).
             weights: from `decoding_weights`.
+            return_weights: also return the attention weights, (B, H, 1, L) float32.
 
         Returns:
-            (B, M) outputs.
+            (B, M) outputs; with `return_weights`, `(outputs, attention_weights)`.
         """
-        attended = attend_one_query(query, keys, values, mask, self.normalize)  # (B, H, 1, D)
+        attended, attention_weights = attend_one_query(
+            query, keys, values, mask, self.normalize, return_weights=True
+        )  # (B, H, 1, D), (B, H, 1, L)
         outputs = tf.matmul(
             tf.reshape(tf.cast(attended, self.compute_dtype), (-1, self.num_heads * self.head_dim)),
             weights["output_kernel"],
         )
         if weights["output_bias"] is not None:
             outputs = tf.nn.bias_add(outputs, weights["output_bias"])
-        return outputs
+        return (outputs, attention_weights) if return_weights else outputs
 
     def cache_token_mask(self, index, cache_length):
         """The keys a self-attention step at position `index` sees in a cache of

@@ -113,7 +113,8 @@ class DecoderBlock(TransformerBlock):
             "feed_forward": feed_forward,
         }
 
-    def decode_token(self, x, weights, write_cache, cross_cache, self_mask, cross_mask):
+    def decode_token(self, x, weights, write_cache, cross_cache, self_mask, cross_mask,
+                     return_cross_weights=False):
         """Runs the block on one token per row, as `call` does with a cache.
 
         Args:
@@ -128,9 +129,11 @@ class DecoderBlock(TransformerBlock):
                 positions this step sees (`cache_token_mask`).
             cross_mask: booleans broadcastable to (B, H, 1, S), True for real source
                 tokens; None without cross-attention.
+            return_cross_weights: also return the cross-attention weights,
+                (B, H, 1, S) float32 (the block must have cross-attention).
 
         Returns:
-            (B, M) outputs.
+            (B, M) outputs; with `return_cross_weights`, `(outputs, cross_weights)`.
         """
 
         def normalize(x, name):
@@ -163,15 +166,18 @@ class DecoderBlock(TransformerBlock):
         attended = attention.attend_token(query, keys, values, self_mask, weights["self_attention"])
         x = add_and_norm(x, attended, "self_attention_norm")
 
+        cross_weights = None
         if self.has_cross_attention:
             attention = self.cross_attention
             query, _ = attention.project_token(
                 sublayer_input(x, "cross_attention_norm"), weights["cross_attention"]
             )
-            attended = attention.attend_token(
-                query, *cross_cache, cross_mask, weights["cross_attention"]
+            attended, cross_weights = attention.attend_token(
+                query, *cross_cache, cross_mask, weights["cross_attention"], return_weights=True
             )
             x = add_and_norm(x, attended, "cross_attention_norm")
+        elif return_cross_weights:
+            self._check_cross_attention("return_cross_weights")
 
         transformed = sublayer_input(x, "feed_forward_norm")
         for kernel, bias, activation in weights["feed_forward"]:  # FeedForward's two Dense
@@ -179,7 +185,8 @@ class DecoderBlock(TransformerBlock):
             if bias is not None:
                 transformed = tf.nn.bias_add(transformed, bias)
             transformed = activation(transformed)
-        return add_and_norm(x, transformed, "feed_forward_norm")
+        outputs = add_and_norm(x, transformed, "feed_forward_norm")
+        return (outputs, cross_weights) if return_cross_weights else outputs
 
     def call(
         self,

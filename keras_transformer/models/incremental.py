@@ -85,7 +85,7 @@ def start_decoder(stack, batch_size, max_length, grow=False):
     return cache, state
 
 
-def decode_token(stack, tokens, index, cache, state):
+def decode_token(stack, tokens, index, cache, state, return_cross_attention=False):
     """Decodes one token per row at position `index`, as a full pass would there.
 
     Args:
@@ -95,9 +95,13 @@ def decode_token(stack, tokens, index, cache, state):
         cache: the N (2, B, H, L, D) caches from `start_decoder` or the last step
             (a growing cache holds L = `index` positions).
         state: from `start_decoder`.
+        return_cross_attention: also return where the step looked in the source:
+            the last block's cross-attention weights averaged over its heads.
 
     Returns:
-        `(logits, cache)`: (B, V) float32 logits and the updated cache.
+        `(logits, cache)`: (B, V) float32 logits and the updated cache; with
+        `return_cross_attention`, `(logits, cache, attention)`, attention (B, S)
+        float32 summing to 1 over the source's real tokens.
     """
     embedding = stack.embedding
     # Both tables were read (the embeddings scaled) once per search (`start_decoder`):
@@ -133,14 +137,22 @@ def decode_token(stack, tokens, index, cache, state):
                 )
             return keys, values
 
+        # The last block's cross-attention, head-averaged: as good a coverage signal
+        # as all blocks' on the validation split (README, "Session 32").
+        report = return_cross_attention and layer == len(stack.blocks) - 1
         x = block.decode_token(
             x, state["weights"][layer], write_cache, state["cross_caches"][layer],
-            self_masks[kind], state["cross_mask"],
+            self_masks[kind], state["cross_mask"], return_cross_weights=report,
         )
+        if report:
+            x, cross_weights = x  # (B, H, 1, S)
+            attention = tf.reduce_mean(cross_weights[:, :, 0], axis=1)
     if stack.output_norm is not None:
         x = stack.output_norm(x)
     kernel = state["output_kernel"]
     logits = tf.matmul(tf.cast(x, kernel.dtype), kernel)
     if embedding.logit_soft_cap is not None:
         logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
+    if return_cross_attention:
+        return tf.cast(logits, tf.float32), tuple(cache), attention
     return tf.cast(logits, tf.float32), tuple(cache)

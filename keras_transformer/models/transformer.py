@@ -281,7 +281,7 @@ class Seq2SeqTransformer(keras.Model):
             d_model=self.config.d_model,
         )
 
-    def decode_token(self, tokens, index, cache, state):
+    def decode_token(self, tokens, index, cache, state, return_cross_attention=False):
         """Decodes one token per row at position `index`, as `decode_step` does.
 
         Args:
@@ -294,7 +294,9 @@ class Seq2SeqTransformer(keras.Model):
         Returns:
             `(logits, cache)`: (B, V) float32 logits and the updated cache.
         """
-        return decode_token(self.decoder_stack, tokens, index, cache, state)
+        return decode_token(
+            self.decoder_stack, tokens, index, cache, state, return_cross_attention
+        )
 
     def attention_weights(self, encoder_tokens, decoder_tokens):
         """Every attention map of a teacher-forced pass, for plots and the web page.

@@ -99,7 +99,7 @@ def scaled_dot_product_attention(
     return outputs, weights
 
 
-def attend_one_query(query, keys, values, mask=None, normalize="softmax"):
+def attend_one_query(query, keys, values, mask=None, normalize="softmax", return_weights=False):
     """softmax(q Kᵀ) V for one query per row and head: the decoding step's attention.
 
     With one query the two products are matrix-vector products, tiny ones (a row of
@@ -120,13 +120,15 @@ def attend_one_query(query, keys, values, mask=None, normalize="softmax"):
         mask: optional booleans broadcastable to (B, H, 1, L), True where a key is
             visible.
         normalize: as in `attention_weights`.
+        return_weights: also return the (B, H, 1, L) float32 weights.
 
     Returns:
-        (B, H, 1, D) float32 outputs.
+        (B, H, 1, D) float32 outputs; with `return_weights`, `(outputs, weights)`.
     """
     # In float32 whatever the compute dtype, as a matmul accumulates (the casts are
     # no ops for a float32 model).
     query, keys, values = (tf.cast(x, tf.float32) for x in (query, keys, values))
     scores = tf.raw_ops.BatchMatMulV3(x=query, y=keys, Tout=tf.float32, adj_y=True)  # (B, H, 1, L)
     weights = attention_weights(scores, mask, normalize, fused_softmax=False)
-    return tf.raw_ops.BatchMatMulV3(x=weights, y=values, Tout=tf.float32)
+    outputs = tf.raw_ops.BatchMatMulV3(x=weights, y=values, Tout=tf.float32)
+    return (outputs, weights) if return_weights else outputs

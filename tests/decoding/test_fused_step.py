@@ -130,6 +130,28 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
         np.testing.assert_allclose(np.stack(cross_cache, axis=1), separate, atol=1e-6)
 
 
+@pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
+def test_a_step_reports_the_last_blocks_cross_attention_averaged_over_heads(grow):
+    # What beam search's coverage penalty adds up: the teacher-forced pass's weights.
+    keras.utils.set_random_seed(6)
+    model = build_transformer("tiny", source_vocab_size=40, target_vocab_size=50)
+    assert len(model.transformer_layers.decoder_blocks) == 2
+    rng = np.random.default_rng(6)
+    source = _tokens(rng, 2, 7, 40, lengths=[7, 3])
+    target = _tokens(rng, 2, 5, 50)
+    expected = np.asarray(model.attention_weights(source, target)["cross"])[:, -1].mean(axis=1)
+    encoder_outputs, encoder_mask = model.encode(source)
+    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8, grow=grow)
+    for index in range(5):
+        plain_logits, _ = model.decode_token(target[:, index], index, cache, state)
+        logits, cache, attention = model.decode_token(
+            target[:, index], index, cache, state, return_cross_attention=True
+        )
+        np.testing.assert_allclose(logits, plain_logits, atol=1e-6)
+        np.testing.assert_allclose(attention, expected[:, index], atol=1e-5)
+        np.testing.assert_allclose(np.asarray(attention)[1, 3:], 0.0)  # padding: none
+
+
 def test_fused_kernel_equals_the_separate_projections():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(3, 5, 32)).astype("float32")
@@ -150,8 +172,8 @@ def test_beam_search_reorders_every_layer_cache_with_its_beam():
     model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
     source = _tokens(np.random.default_rng(5), 4, 6, 30, lengths=[6, 3, 5, 2])
     never = 1000
-    result = SequenceSearch(model, max_length=7, beam_width=3, alpha=0.0, eos_id=never
-                            ).beam_search(source, max_new_tokens=7)
+    result = SequenceSearch(model, max_length=7, beam_width=3, alpha=0.0, coverage=0.0,
+                            eos_id=never).beam_search(source, max_new_tokens=7)
     tokens = np.asarray(result["tokens"])
     for beam in range(3):
         # With no end token, scores are the plain sums of the hypotheses' log-probabilities.

@@ -4,6 +4,7 @@ import pytest
 
 from keras_transformer.constants import BOS_ID, EOS_ID
 from keras_transformer.decoding import SequenceSearch, make_uncached_greedy, score_sequences
+from keras_transformer.decoding.search import coverage_penalty
 from keras_transformer.models import build_transformer
 
 VOCAB = 16
@@ -64,10 +65,12 @@ def test_cached_greedy_equals_uncached_greedy_when_rows_end(half_trained_model):
     np.testing.assert_array_equal(cached["tokens"], uncached)
 
 
-def test_xla_and_graph_searches_agree(half_trained_model):
+@pytest.mark.parametrize("coverage", [0.0, 0.5])
+def test_xla_and_graph_searches_agree(half_trained_model, coverage):
     source = _sources(12, [6, 3, 5])
-    plain = SequenceSearch(half_trained_model, max_length=10, beam_width=3)
-    compiled = SequenceSearch(half_trained_model, max_length=10, beam_width=3, jit_compile=True)
+    plain = SequenceSearch(half_trained_model, max_length=10, beam_width=3, coverage=coverage)
+    compiled = SequenceSearch(half_trained_model, max_length=10, beam_width=3, jit_compile=True,
+                              coverage=coverage)
     np.testing.assert_array_equal(plain.greedy(source)["tokens"], compiled.greedy(source)["tokens"])
     np.testing.assert_array_equal(
         plain.beam_search(source)["tokens"], compiled.beam_search(source)["tokens"]
@@ -92,7 +95,8 @@ def test_growing_and_preallocated_caches_give_the_same_search(half_trained_model
 
 def test_beam_width_one_equals_greedy(half_trained_model):
     source = _sources(13, [6, 2, 4, 5, 3, 1, 6, 6])
-    search = SequenceSearch(half_trained_model, max_length=10, beam_width=1, alpha=0.0)
+    search = SequenceSearch(half_trained_model, max_length=10, beam_width=1, alpha=0.0,
+                            coverage=0.0)
     greedy = search.greedy(source)
     beam = search.beam_search(source)
     np.testing.assert_array_equal(beam["tokens"][:, 0], greedy["tokens"])
@@ -102,7 +106,8 @@ def test_beam_width_one_equals_greedy(half_trained_model):
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_hypothesis_never_scores_below_greedy(half_trained_model, alpha):
     source = _sources(14, list(np.random.default_rng(14).integers(1, 7, size=24)), 6)
-    search = SequenceSearch(half_trained_model, max_length=10, beam_width=4, alpha=alpha)
+    search = SequenceSearch(half_trained_model, max_length=10, beam_width=4, alpha=alpha,
+                            coverage=0.0)
     greedy = search.greedy(source)
     beam = search.beam_search(source)
     greedy_lengths = np.asarray(greedy["lengths"])
@@ -121,11 +126,15 @@ def test_beam_hypothesis_never_scores_below_greedy(half_trained_model, alpha):
     np.testing.assert_allclose(np.asarray(beam["scores"])[:, 0][beam_ended], beam_scores[beam_ended], atol=1e-3)
 
 
-@pytest.mark.parametrize("method", ["greedy", "beam_search"])
-def test_batch_of_different_lengths_equals_each_sentence_alone(half_trained_model, method):
+@pytest.mark.parametrize("method, coverage", [
+    ("greedy", 0.0), ("beam_search", 0.0),
+    ("beam_search", 0.5),  # padding must not count as uncovered source
+])
+def test_batch_of_different_lengths_equals_each_sentence_alone(half_trained_model, method, coverage):
     lengths = [6, 1, 4, 2, 5]
     source = _sources(15, lengths, width=9)  # extra padding beyond the longest
-    search = SequenceSearch(half_trained_model, max_length=16, beam_width=3, extra_length=3)
+    search = SequenceSearch(half_trained_model, max_length=16, beam_width=3, extra_length=3,
+                            coverage=coverage)
     batched = getattr(search, method)(source)
     for row, length in enumerate(lengths):
         alone = getattr(search, method)(source[row : row + 1, :length])
@@ -134,6 +143,37 @@ def test_batch_of_different_lengths_equals_each_sentence_alone(half_trained_mode
         np.testing.assert_array_equal(produced, expected[..., : produced.shape[-1]])
         assert not np.any(expected[..., produced.shape[-1] :])
         np.testing.assert_array_equal(alone["lengths"][0], batched["lengths"][row])
+        np.testing.assert_allclose(alone["scores"][0], batched["scores"][row], atol=1e-4)
+
+
+def test_coverage_penalty_counts_each_real_source_token_below_full_attention():
+    coverage = np.array([[0.5, 2.0, 1.0, 0.1], [0.0, 0.25, 1.0, 1.0]], "float32")
+    real = np.array([[True, True, True, False], [True, True, True, True]])
+    penalty = np.asarray(coverage_penalty(coverage, real))
+    # log(min(c, 1)) per real token; the padding's 0.1 and any excess over 1 are ignored;
+    # a token never attended to counts as 1e-6, not minus infinity.
+    np.testing.assert_allclose(penalty, [np.log(0.5), np.log(1e-6) + np.log(0.25)], rtol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_scores_with_coverage_equal_teacher_forced_scores(half_trained_model, alpha):
+    # Each hypothesis carries its own coverage through the beam's reordering: its score is
+    # log P / length penalty + β · coverage penalty of its own attention, recomputed here
+    # by a full teacher-forced pass over the hypothesis.
+    source = _sources(18, list(np.random.default_rng(18).integers(1, 7, size=16)), 6)
+    search = SequenceSearch(half_trained_model, max_length=10, beam_width=3, alpha=alpha,
+                            coverage=0.5)
+    beam = search.beam_search(source)
+    ended = np.asarray(beam["lengths"]) < 10
+    assert ended.sum() >= 24
+    for rank in range(3):
+        tokens = beam["tokens"][:, rank]
+        expected = np.asarray(
+            score_sequences(half_trained_model, source, tokens, alpha=alpha, coverage=0.5))
+        plain = np.asarray(score_sequences(half_trained_model, source, tokens, alpha=alpha))
+        rows = ended[:, rank]
+        np.testing.assert_allclose(np.asarray(beam["scores"])[rows, rank], expected[rows], atol=1e-3)
+        assert np.any(expected[rows] < plain[rows] - 0.01)  # the penalty took part
 
 
 def test_default_length_limit_is_source_length_plus_extra():
@@ -186,3 +226,5 @@ def test_bad_search_arguments_are_rejected():
         SequenceSearch(model, beam_width=0)
     with pytest.raises(ValueError, match="alpha"):
         SequenceSearch(model, alpha=-1)
+    with pytest.raises(ValueError, match="coverage"):
+        SequenceSearch(model, coverage=-0.5)

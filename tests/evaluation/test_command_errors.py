@@ -38,12 +38,18 @@ def test_export_search_settings_reach_the_manifest_and_bad_ones_are_one_line(
     with open(os.path.join(export_dir, "manifest.json"), encoding="utf-8") as file:
         decoding = json.load(file)["decoding"]
     # The defaults (keras_transformer.constants, SequenceSearch) reach the export.
-    assert (decoding["parallel_searches"], decoding["alpha"]) == (2, 0.6)
+    assert (decoding["parallel_searches"], decoding["alpha"], decoding["coverage"]) == (2, 0.6, 0.2)
     base = tmp_path / "export"
     for flags, expected in ((["--parallel-searches", 0], "parallel_searches"),
                             (["--parallel-searches", 2, "--xla"], "jit_compile=False"),
-                            (["--alpha", -1], "`alpha` must be a number >= 0")):
+                            (["--alpha", -1], "`alpha` must be a number >= 0"),
+                            (["--coverage", -1], "`coverage` must be a number >= 0")):
         code, _, err = cli("export", "--run", run_dir, "--name", "zh_en", "--base", base, *flags)
         assert code == 2
         assert expected in _one_error_line(err, "export")
         assert not base.exists() or not any(base.iterdir())
+    code, _, _ = cli("export", "--run", run_dir, "--name", "zh_en", "--base", base,
+                     "--coverage", 0.4, "--no-keras")
+    assert code == 0
+    with open(base / "zh_en" / "1" / "manifest.json", encoding="utf-8") as file:
+        assert json.load(file)["decoding"]["coverage"] == 0.4

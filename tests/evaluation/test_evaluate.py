@@ -161,26 +161,33 @@ def test_evaluating_a_split_writes_evaluation_json(run_dir, tmp_path, cli):
     assert len(read_lines(hypotheses)) == 5
 
 
-def test_alpha_reaches_the_runs_search_and_evaluation_json(run_dir, tmp_path, cli, monkeypatch):
+def test_alpha_and_coverage_reach_the_runs_search_and_evaluation_json(
+        run_dir, tmp_path, cli, monkeypatch):
     from keras_transformer.evaluation import translators
 
     searched = []
     real_translation_module = translators.translation_module
 
-    def recording(run, beam_width, alpha):
-        module = real_translation_module(run, beam_width=beam_width, alpha=alpha)
-        searched.append((module.search.beam_width, module.search.alpha))
+    def recording(run, beam_width, alpha, coverage):
+        module = real_translation_module(run, beam_width=beam_width, alpha=alpha, coverage=coverage)
+        searched.append((module.search.beam_width, module.search.alpha, module.search.coverage))
         return module
 
     monkeypatch.setattr(translators, "translation_module", recording)
-    for flags, expected in (([], 0.6), (["--alpha", "2.5"], 2.5), (["--alpha", "0"], 0.0)):
+    for flags, alpha, coverage, search in (
+        ([], 0.6, 0.2, "beam 3, alpha 0.6, coverage 0.2;"),
+        (["--alpha", "2.5"], 2.5, 0.2, "beam 3, alpha 2.5, coverage 0.2;"),
+        (["--alpha", "0", "--coverage", "0"], 0.0, 0.0, "beam 3, alpha 0.0;"),
+        (["--coverage", "0.4"], 0.6, 0.4, "beam 3, alpha 0.6, coverage 0.4;"),
+    ):
         code, out, _ = cli("evaluate", "--run", run_dir, "--limit", "3", "--beam", "3",
                            *flags, "--no-progress", "-o", tmp_path / "hyps.txt")
         assert code == 0
-        assert searched[-1] == (3, expected)
+        assert searched[-1] == (3, alpha, coverage)
         with open(os.path.join(run_dir, "evaluation.json"), encoding="utf-8") as file:
-            assert json.load(file)["alpha"] == expected
-        assert f"beam 3, alpha {expected};" in out
+            record = json.load(file)
+        assert (record["alpha"], record["coverage"]) == (alpha, coverage)
+        assert search in out
 
 
 def test_clear_errors(run_dir, export_dir, tmp_path, cli):
@@ -200,10 +207,13 @@ def test_clear_errors(run_dir, export_dir, tmp_path, cli):
         (["--run", run_dir, "--beam", "0"], "--beam must be a positive integer"),
         (["--run", run_dir, "--alpha", "-0.5"], "--alpha must be a number >= 0"),
         (["--run", run_dir, "--alpha", "nan"], "--alpha must be a number >= 0"),
+        (["--run", run_dir, "--coverage", "-0.2"], "--coverage must be a number >= 0"),
         (["--saved-model", export_dir], "needs --data"),
         (["--saved-model", export_dir, "--data", empty, "--beam", "2"], "beam width 4"),
         (["--saved-model", export_dir, "--data", empty, "--alpha", "1.0"],
          "length-penalty exponent 0.6"),
+        (["--saved-model", export_dir, "--data", empty, "--coverage", "0.4"],
+         "coverage penalty 0.2"),
         (["--saved-model", tmp_path, "--data", empty], "holds no SavedModel"),
     ]
     for args, message in cases:

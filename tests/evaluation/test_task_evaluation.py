@@ -75,6 +75,8 @@ def test_evaluate_limit_scores_the_first_texts_only(cli, classify_copy):
         (["evaluate", "--run", "{run}", "--beam", "2"], "evaluate", "--beam is for translation runs"),
         (["evaluate", "--run", "{run}", "--alpha", "1.0"], "evaluate",
          "--alpha is for translation runs"),
+        (["evaluate", "--run", "{run}", "--coverage", "0.4"], "evaluate",
+         "--coverage is for translation runs"),
     ],
 )
 def test_translation_commands_on_a_language_model_run_are_one_line(cli, lm_run, tmp_path, args, command, expected):

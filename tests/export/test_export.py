@@ -146,6 +146,35 @@ def test_other_signatures_serve_users(exported):
     assert tokens["pieces"].dtype == tf.string
 
 
+def test_an_export_searches_and_scores_with_its_coverage_penalty(tiny_translator, tmp_path):
+    from keras_transformer.export import TranslationModule
+
+    module, assets = tiny_translator
+
+    def translator(coverage):
+        return TranslationModule(
+            module.model, module.source_tokenizer, module.target_tokenizer, max_source_length=24,
+            beam_width=3, max_output_length=12, coverage=coverage,
+        )
+
+    covering, plain_module = translator(0.5), translator(0.0)
+    path = write_export(covering, str(tmp_path), "zh_en", warmup_texts=SAMPLE[:1],
+                        asset_files=assets)
+    loaded = tf.saved_model.load(path)
+    # 24 source pieces, at most 12 steps: no search covers the long sentence fully.
+    texts = tf.constant([SAMPLE[0], SAMPLE[2]])
+    expected = covering.translate(texts)
+    result = loaded.signatures["serving_default"](text=texts)
+    assert result["translation"].numpy().tolist() == expected["translation"].numpy().tolist()
+    np.testing.assert_allclose(result["score"], expected["score"], atol=1e-4)
+    # The score signature adds the same penalty: below the plain score.
+    scored = loaded.signatures["score"](source=texts, target=result["translation"])["score"]
+    plain = plain_module.score(texts, result["translation"])["score"]
+    np.testing.assert_allclose(scored, covering.score(texts, result["translation"])["score"],
+                               atol=1e-4)
+    assert scored.numpy()[1] < plain.numpy()[1] - 1e-3
+
+
 def test_every_signature_answers_an_empty_batch_with_no_rows(exported):
     # A columnar REST request (`{"inputs": {"text": []}}`) or a gRPC tensor of shape
     # [0] reaches the graph with no rows; the answer is no rows, not an error.
