@@ -320,15 +320,12 @@ class SequenceSearch:
             condition, body, loop_vars, shape_invariants=shapes, maximum_iterations=length
         )
 
-    def _step(self, tokens, index, cache, state):
-        logits, cache = self.model.decode_token(tokens, index, cache, state)
-        return next_token_log_probs(logits, bos_id=self.bos_id), cache
-
-    def _step_with_attention(self, tokens, index, cache, state):
-        logits, cache, attention = self.model.decode_token(
-            tokens, index, cache, state, return_cross_attention=True
+    def _step(self, tokens, index, cache, state, return_cross_attention=False):
+        """(log_probs, cache), and the step's (B, S) cross-attention if asked."""
+        logits, *rest = self.model.decode_token(
+            tokens, index, cache, state, return_cross_attention=return_cross_attention
         )
-        return next_token_log_probs(logits, bos_id=self.bos_id), cache, attention
+        return (next_token_log_probs(logits, bos_id=self.bos_id), *rest)
 
     # Greedy --------------------------------------------------------------------
 
@@ -383,15 +380,19 @@ class SequenceSearch:
         current = tf.fill([batch_size * beam], self.bos_id)
         best_possible_penalty = length_penalty(limits, self.alpha)  # (B,)
         with_coverage = self.coverage > 0
-        source_mask = tf.not_equal(encoder_tokens, PAD_ID)[:, None, :]  # (B, 1, S)
-        # How much attention each source token has had, per alive hypothesis.
-        alive_coverage = tf.zeros([batch_size, beam, tf.shape(encoder_tokens)[1]], tf.float32)
+        coverage_state = ()
+        if with_coverage:
+            source_mask = tf.not_equal(encoder_tokens, PAD_ID)[:, None, :]  # (B, 1, S)
+            # How much attention each source token has had, per alive hypothesis.
+            coverage_state = (
+                tf.zeros([batch_size, beam, tf.shape(encoder_tokens)[1]], tf.float32),
+            )
 
         def body(index, current, alive_tokens, alive_log_probs, finished_tokens,
                  finished_scores, self_cache, done, alive_coverage=None):
             if with_coverage:
-                log_probs, self_cache, attention = self._step_with_attention(
-                    current, index, self_cache, state
+                log_probs, self_cache, attention = self._step(
+                    current, index, self_cache, state, return_cross_attention=True
                 )
                 # This step's attention is its parent's: every candidate of a parent shares it.
                 alive_coverage += tf.reshape(attention, tf.shape(alive_coverage))
@@ -457,7 +458,7 @@ class SequenceSearch:
             condition,
             body,
             (tf.constant(0), current, alive_tokens, alive_log_probs, finished_tokens,
-             finished_scores, self_cache, done) + ((alive_coverage,) if with_coverage else ()),
+             finished_scores, self_cache, done) + coverage_state,
             length, cache_position=6,
         )
         finished_tokens, finished_scores = state[4], state[5]
