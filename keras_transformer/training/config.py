@@ -177,6 +177,12 @@ class TrainingConfig:
         "becomes UNK with this probability, drawn afresh each epoch (0: none)",
         check=_probability,
     )
+    concatenation: float = _setting(
+        0.0, "sentence concatenation, for a translator: each epoch, every two neighbouring "
+        "training pairs (in its shuffled order) become one pair, the sources and the targets "
+        "each joined, with this probability (drawn afresh each epoch; 0: none)",
+        flag="concatenate", check=_probability,
+    )
     clipnorm: float | None = _setting(
         None, "global gradient-norm clip (unset: no clipping)", check=_optional(_positive_number)
     )

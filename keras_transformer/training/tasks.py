@@ -330,6 +330,31 @@ def for_fit(train, validation):
     return train.with_options(options), validation.with_options(options)
 
 
+def check_concatenation(config, task, bidirectional):
+    """Refuses `--concatenate` where it has no two pairs of one direction to join.
+
+    Args:
+        config: the `TrainingConfig`.
+        task: the run's task.
+        bidirectional: whether the translation run teaches both directions.
+
+    Raises:
+        ValueError: for a language model, a classifier or a bidirectional run.
+    """
+    if not config.concatenation:
+        return
+    if task != "translate":
+        raise ValueError(
+            f"--concatenate joins sentence pairs, for a translator; this run's task is {task!r} "
+            "(train it without --concatenate)."
+        )
+    if bidirectional:
+        raise ValueError(
+            "--concatenate would join pairs of opposite directions in a bidirectional run; "
+            "train it without --concatenate."
+        )
+
+
 def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     """The training and validation `tf.data` pipelines of a run folder.
 
@@ -365,6 +390,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         seed=seed,
         sample_alpha=config.subword_sampling,
         word_dropout=config.word_dropout,
+        concatenation=config.concatenation,
         **lengths,
     )
     validation = make_eval_dataset(

@@ -30,6 +30,7 @@ from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
+from keras_transformer.training.tasks import check_concatenation
 from keras_transformer.training.tasks import make_datasets  # noqa: F401 (re-exported)
 from keras_transformer.training.tasks import prepare_run  # noqa: F401 (re-exported)
 from keras_transformer.training.tasks import task_for
@@ -390,13 +391,16 @@ def train(
         config = config or stored or TrainingConfig.for_task(task)
         if stored is not None:
             changed = config.differences(stored)
+        check_concatenation(config, task, run_config["data"].get("bidirectional"))
     else:
         task = task or DEFAULT_TASK
+        config = config or TrainingConfig.for_task(task)
+        # Checked before `prepare` writes the split and the tokenizers.
+        check_concatenation(config, task, (prepare_options or {}).get("bidirectional"))
         translate = {"src": src, "tgt": tgt} if task == "translate" else {}
         run_config = task_for(task).prepare(
             state.path, data, preset or "small", **translate, **(prepare_options or {})
         )
-        config = config or TrainingConfig.for_task(task)
     recipe = task_for(task)
     if chief:
         for line in changed:
