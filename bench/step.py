@@ -1,4 +1,4 @@
-"""`step`: our training step vs the same model on Keras' stock norm and arg-max.
+"""`step`: our training step vs Keras' stock norm and arg-max, and other activations vs relu.
 
 Two parts of a training step are ours where Keras has its own:
 
@@ -16,7 +16,10 @@ every batch of every design in turn, each batch at its fastest round):
 - **stock**: both of Keras' (patched in with `unittest.mock` while it is built
   and traced);
 - **ours, arg-max only**: our arg-max, Keras' norm;
-- **ours**: the package as it is.
+- **ours**: the package as it is;
+- **ours, gelu** and **ours, silu**: the package with the other feed-forward
+  activations `train --activation` offers, each against **ours** (relu, the
+  default): what a step pays for them (README, "Session 34").
 
 The model runs in the precision `--mixed-precision` names (float32 by default).
 A second pair of rows times one norm alone, forward and backward, in float32, on
@@ -24,10 +27,12 @@ the (B, T, M) activations of a 4,096-token batch: chains of norms in one
 `tf.function`, both layers alternated.
 """
 
+import dataclasses
 import time
 from unittest import mock
 
 from bench import training
+from keras_transformer.ops.choices import ACTIVATIONS
 
 NORM_CHAIN = 12
 
@@ -110,6 +115,15 @@ def run(results, quick=False):
         designs["ours, arg-max only"] = training.Design("ours", config, False, precision, budget,
                                                          batches=batches)
     designs["ours"] = training.Design("ours", config, False, precision, budget, batches=batches)
+    baselines = {"ours, arg-max only": "stock", "ours": "stock"}
+    for activation in ACTIVATIONS:
+        if activation != config.activation:
+            name = f"ours, {activation}"
+            designs[name] = training.Design(
+                "ours", dataclasses.replace(config, activation=activation), False, precision,
+                budget, batches=batches,
+            )
+            baselines[name] = "ours"
     for _ in range(2 if quick else 3):
         for index in range(len(batches)):
             for design in designs.values():
@@ -118,7 +132,8 @@ def run(results, quick=False):
                for name, design in designs.items()}
     case = f"{preset}, {precision}, the same {len(batches)} batches"
     for name, step in seconds.items():
+        baseline = baselines.get(name)
         results.add("step", f"{case}, {name}", "step time", step * 1e3, "ms",
-                    ratio=None if name == "stock" else seconds["stock"] / step,
-                    baseline=None if name == "stock" else "stock")
+                    ratio=None if baseline is None else seconds[baseline] / step,
+                    baseline=baseline)
     _time_norms(results, config, quick)

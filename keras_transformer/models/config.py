@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 from keras_transformer.ops import checks
+from keras_transformer.ops.choices import ACTIVATIONS
 from keras_transformer.ops.choices import NORMALIZATIONS
 from keras_transformer.ops.choices import POSITIONAL_KINDS
 
@@ -27,7 +28,7 @@ class TransformerConfig:
         dropout: residual and embedding dropout.
         attention_dropout: dropout on attention weights.
         activation_dropout: dropout on the feed-forward hidden layer (not in the paper).
-        activation: feed-forward activation.
+        activation: feed-forward activation, one of `ACTIVATIONS` (relu, gelu, silu).
         norm_first: pre-LN (True) or the paper's post-LN (False).
         layer_norm_epsilon: LayerNormalization epsilon.
         max_length: longest sequence the learned positional table holds.
@@ -77,6 +78,7 @@ class TransformerConfig:
         checks.check_rate("dropout", self.dropout)
         checks.check_rate("attention_dropout", self.attention_dropout)
         checks.check_rate("activation_dropout", self.activation_dropout)
+        checks.check_choice("activation", self.activation, ACTIVATIONS)
         checks.check_choice("positional_encoding", self.positional_encoding, POSITIONAL_KINDS)
         checks.check_choice("normalize", self.normalize, NORMALIZATIONS)
         if self.share_vocabulary and self.source_vocab_size != self.target_vocab_size:

@@ -9,3 +9,7 @@ NORMALIZATIONS = ("softmax", "relu")
 
 # How positions are encoded (`keras_transformer.layers.PositionalEncoding`).
 POSITIONAL_KINDS = ("sinusoidal", "learned")
+
+# The feed-forward hidden layer's activations a model may name (Keras' names): the paper's
+# relu, and the smooth gelu and silu of later Transformers (README, "Session 34").
+ACTIVATIONS = ("relu", "gelu", "silu")

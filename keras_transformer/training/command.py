@@ -24,6 +24,7 @@ differs from it.
 import argparse
 
 from keras_transformer.data.corpus import add_pair_arguments
+from keras_transformer.ops.choices import ACTIVATIONS
 from keras_transformer.runs import TASKS
 from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.strategy import STRATEGIES
@@ -41,6 +42,7 @@ MODEL_FLAGS = {
     "dropout": (float, "RATE", "residual and embedding dropout"),
     "attention_dropout": (float, "RATE", "dropout on the attention weights"),
     "activation_dropout": (float, "RATE", "dropout on the feed-forward hidden layer"),
+    "activation": (str, "NAME", f"feed-forward activation: {', '.join(ACTIVATIONS)}"),
     "norm_first": (bool, None, "pre-LN blocks (--no-norm-first: the paper's post-LN)"),
 }
 

@@ -176,3 +176,34 @@ def test_norm_first_switch_builds_a_pre_ln_run_and_a_resumed_run_keeps_it(tmp_pa
     error = capsys.readouterr().err
     assert "--no-norm-first (the run has --norm-first)" in error and "Traceback" not in error
     assert read_run_config(run_dir)["model"]["norm_first"] is True
+
+
+def test_activation_flag_sets_a_new_runs_feed_forward_and_a_resumed_run_keeps_it(tmp_path, capsys):
+    run_dir = tmp_path / "gelu"
+    assert preset("tiny").activation == "relu"  # so the flag is what changes it
+    assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", "--activation", "gelu"]) == 0
+    assert read_run_config(run_dir)["model"]["activation"] == "gelu"
+    model = keras.saving.load_model(run_dir / "model.keras")
+    blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
+    assert len(blocks) == 4
+    probe = np.linspace(-3.0, 3.0, 7, dtype="float32")
+    for block in blocks:
+        hidden = keras.ops.convert_to_numpy(block.feed_forward.activation(probe))
+        np.testing.assert_allclose(
+            hidden, keras.ops.convert_to_numpy(keras.activations.gelu(probe)), rtol=1e-6
+        )
+    capsys.readouterr()
+
+    # Another activation on the existing run is refused in one line and changes nothing.
+    assert cli.main(["train", "--run", str(run_dir), "--activation", "relu", "--verbose", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--activation relu (the run has gelu)" in error and "Traceback" not in error
+    assert read_run_config(run_dir)["model"]["activation"] == "gelu"
+
+    # A name outside ACTIVATIONS is refused in one line that lists them, before anything is written.
+    bad = tmp_path / "bad"
+    assert cli.main([*TRAIN_ARGS, "--run", str(bad), "--activation", "tanh"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "activation" in error and "gelu" in error and "silu" in error
+    assert "\n" not in error and "Traceback" not in error
+    assert not bad.exists()
