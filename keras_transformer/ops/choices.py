@@ -11,5 +11,6 @@ NORMALIZATIONS = ("softmax", "relu")
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 
 # The feed-forward hidden layer's activations a model may name (Keras' names): the paper's
-# relu, and the smooth gelu and silu of later Transformers (README, "Session 34").
+# relu, and the smooth gelu and silu of later Transformers (README, "Sessions 34-35"; the
+# `small` preset's is silu).
 ACTIVATIONS = ("relu", "gelu", "silu")
