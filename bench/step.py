@@ -1,4 +1,4 @@
-"""`step`: our training step vs Keras' stock norm and arg-max, and other activations vs relu.
+"""`step`: our training step vs Keras' stock norm and arg-max, and other activations vs the preset's.
 
 Two parts of a training step are ours where Keras has its own:
 
@@ -17,9 +17,10 @@ every batch of every design in turn, each batch at its fastest round):
   and traced);
 - **ours, arg-max only**: our arg-max, Keras' norm;
 - **ours**: the package as it is;
-- **ours, gelu** and **ours, silu**: the package with the other feed-forward
-  activations `train --activation` offers, each against **ours** (relu, the
-  default): what a step pays for them (README, "Session 34").
+- **ours, NAME**: the package with each other feed-forward activation that
+  `train --activation` offers, against **ours** (the preset's: silu for `small`,
+  relu for the others): what a step pays or saves with it (README, "Sessions
+  34-35").
 
 The model runs in the precision `--mixed-precision` names (float32 by default).
 A second pair of rows times one norm alone, forward and backward, in float32, on
