@@ -115,6 +115,20 @@ def test_presets_match_the_paper():
     )
 
 
+def test_small_preset_feed_forwards_compute_silu_and_the_papers_presets_relu():
+    # The demo's recipe (README, "Session 35"); the paper's base and big keep ReLU.
+    probe = keras.ops.convert_to_tensor(np.linspace(-3.0, 3.0, 13, dtype="float32"))
+    for name, expected in (("small", keras.activations.silu), ("base", keras.activations.relu)):
+        model = build_transformer(name, source_vocab_size=40, target_vocab_size=50)
+        blocks = [layer for layer in model.layers if hasattr(layer, "feed_forward")]
+        assert len(blocks) == model.config.num_encoder_layers + model.config.num_decoder_layers
+        for block in blocks:
+            np.testing.assert_allclose(
+                keras.ops.convert_to_numpy(block.feed_forward.activation(probe)),
+                keras.ops.convert_to_numpy(expected(probe)), rtol=1e-6,
+            )
+
+
 def test_feed_forward_hidden_dropout_follows_activation_dropout_not_dropout():
     # The paper drops out sub-layer outputs only; the hidden layer's rate is its own.
     for activation_dropout in (0.0, 0.2):
