@@ -3,7 +3,7 @@
 Keras (3.15) makes a new iterator of each dataset every epoch and drops the one
 before, partly read; dropping an autotuned `tf.data` iterator waits for its tuning
 thread, which sleeps up to 60 s between rounds. Our pipelines turn autotuning off
-(`keras_transformer.training.tasks.for_fit`).
+(`keras_transformer.data.fitting.for_fit`).
 
 - **ours**: `keras_transformer.training.trainer.train`, the loop of `keras-transformer
   train` (callbacks, checkpoints, validation every epoch), on a prepared run folder.
@@ -50,7 +50,7 @@ def _epoch_seconds(run_dir):
 
 def run(results, quick=False):
     from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
-    from keras_transformer.training import tasks
+    from keras_transformer.data import fitting
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import prepare_run
     from keras_transformer.training.trainer import train
@@ -69,7 +69,7 @@ def run(results, quick=False):
             shutil.copytree(prepared, run_dir)
             print(f"  epochs: {design}, {epochs} epochs of the {preset} preset ...", flush=True)
             with (contextlib.nullcontext() if design == "ours"
-                  else mock.patch.object(tasks, "for_fit", _autotuned(tasks.for_fit))):
+                  else mock.patch.object(fitting, "for_fit", _autotuned(fitting.for_fit))):
                 train(run_dir, config, verbose=0)
             seconds[design] = _epoch_seconds(run_dir)
             print(f"  epochs: {design}: " + ", ".join(f"{s:.1f}" for s in seconds[design]) + " s",

@@ -149,8 +149,8 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
 
     from keras_transformer.data.pipeline import make_training_dataset
     from keras_transformer.models import Seq2SeqTransformer
-    from keras_transformer.training.tasks import pad_to_static_shapes
-    from keras_transformer.training.tasks import training_width_step
+    from keras_transformer.data.fitting import pad_to_static_shapes
+    from keras_transformer.data.fitting import training_width_step
     from keras_transformer.training.trainer import compile_model
     from keras_transformer.training.trainer import make_optimizer
 

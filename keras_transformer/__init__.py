@@ -10,11 +10,18 @@ from keras_transformer.lazy import lazy_getattr
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
+    # The tasks: what a user loads, fine-tunes, saves and calls in strings.
+    "Task": "tasks",
+    "Translator": "tasks",
+    "CausalLM": "tasks",
+    "TextClassifier": "tasks",
+    "load": "tasks",
+    # The models and layers they are built from.
     "LanguageModel": "models",
-    "TextClassifier": "models",
+    "EncoderClassifier": "models",
     "build_language_model": "models",
     "build_classifier": "models",
     "DecoderBlock": "layers",

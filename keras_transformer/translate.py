@@ -61,18 +61,14 @@ def _read_sentences(args):
 def _in_process_translator(args):
     import tensorflow as tf
 
-    from keras_transformer.export.module import TranslationModule
-    from keras_transformer.runs import load_run
+    from keras_transformer.tasks.translator import Translator
 
-    run = load_run(args.run, weights=args.weights, task="translate", command="translate")
     if args.n_best > args.beam:
         raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
-    module = TranslationModule(
-        run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
-        beam_width=args.beam, alpha=args.alpha,
-        coverage=DEFAULT_COVERAGE if args.coverage is None else args.coverage, max_output_length=args.max_length,
-        jit_compile=args.xla,
-    )
+    translator = Translator.from_preset(args.run, weights=args.weights)
+    module = translator.translation_module(
+        args.beam, args.alpha, DEFAULT_COVERAGE if args.coverage is None else args.coverage,
+        args.max_length, jit_compile=args.xla)
 
     def translate(batch):
         result = module.translate_n_best(tf.constant(batch))

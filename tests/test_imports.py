@@ -35,6 +35,8 @@ FLOORS = {
     "decoding": 2,
     "data": 2,
     "runs": 3,
+    # The task objects: a model with its tokenizers; they make the export modules.
+    "tasks": 3,
     "export": 3,
     "evaluation": 3,
     "plots": 3,
@@ -44,6 +46,9 @@ FLOORS = {
     # Loss and metric math (Keras and TensorFlow only): evaluation scores a language
     # model with the perplexity metric it was trained with.
     "training.losses": 2,
+    # The optimizer and its schedule: the task objects compile with them.
+    "training.optimizer": 2,
+    "training.schedule": 2,
     "serving": 4,
     "translate": 4,
     "cli": 5,

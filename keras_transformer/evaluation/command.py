@@ -187,8 +187,7 @@ def _prepare(args):
 
 def _evaluate_task(args, run_dir):
     """Evaluates a split of an "lm" or "classify" run; prints the scores, writes evaluation.json."""
-    from keras_transformer.evaluation.tasks import evaluate_classifier
-    from keras_transformer.evaluation.tasks import evaluate_language_model
+    from keras_transformer.tasks.base import task_for
 
     for name in ("batch_size", "limit"):
         _check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
@@ -205,26 +204,11 @@ def _evaluate_task(args, run_dir):
             f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} for translation runs."
         )
     split = args.split or "test"
+    recipe = task_for(run_dir.read_config())
     run = run_dir.load(args.weights)
-    if task == "lm":
-        texts = run_dir.read_texts(split)[: args.limit]
-        if not texts:
-            raise ValueError(f"The {split} split of {args.run} is empty; evaluate another.")
-        scores = evaluate_language_model(run, texts, batch_size=args.batch_size)
-        print(f"perplexity {scores['perplexity']:.3f}, next-token accuracy {scores['token_accuracy']:.4f} "
-              f"({scores['tokens']} tokens of {scores['texts']} texts, {split} split)")
-    else:
-        labels, texts = run_dir.read_labelled(split)
-        labels, texts = labels[: args.limit], texts[: args.limit]
-        if not texts:
-            raise ValueError(f"The {split} split of {args.run} is empty; evaluate another.")
-        scores = evaluate_classifier(run, labels, texts, batch_size=args.batch_size)
-        print(f"accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} "
-              f"({scores['examples']} examples, {split} split)")
-        width = max(len(name) for name in scores["labels"])
-        print(f"confusion matrix (rows: true label, columns: predicted, in the order {scores['labels']}):")
-        for name, row in zip(scores["labels"], scores["confusion_matrix"]):
-            print(f"  {name:>{width}}  " + " ".join(f"{count:6d}" for count in row))
+    scores = recipe.evaluate_split(run, run_dir, split, args.batch_size, args.limit)
+    for line in recipe.describe_scores(scores, split):
+        print(line)
     weights = run.weights.record(relative_to=args.run)
     print(f"weights: {weights['kind']} ({weights['path']}, epoch {weights['epoch']}, "
           f"step {weights['step']}, validation loss {weights['val_loss']})")
@@ -249,7 +233,9 @@ def run(args):
     from keras_transformer.evaluation.scoring import evaluate
     from keras_transformer.runs import RunDir
 
-    if args.run and RunDir(args.run).exists() and RunDir(args.run).task() != "translate":
+    from keras_transformer.tasks.base import task_for
+
+    if args.run and RunDir(args.run).exists() and not task_for(RunDir(args.run).read_config()).scored_by_bleu:
         return _evaluate_task(args, RunDir(args.run))
     translate_fn, sources, references, facts = _prepare(args)
     tokenize = args.tokenize or bleu_tokenizer_for(facts["target_language"])

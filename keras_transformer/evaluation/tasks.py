@@ -3,7 +3,7 @@
 Both read a loaded `keras_transformer.runs.Run` (`RunDir.load`) and batch its texts
 as training did (`keras_transformer.data.pipeline`); `keras-transformer evaluate`
 calls them for a run whose task is "lm" or "classify" (translation: `scoring`).
-What each task trains on and how: `keras_transformer.training.tasks`.
+What each task trains on and how: `keras_transformer.tasks`.
 """
 
 

@@ -46,8 +46,9 @@ def add_arguments(parser):
                              "(default: 2, 1 with --xla; 1 for a server whose cores are already "
                              "busy with concurrent requests)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
-    parser.add_argument("--no-keras", dest="keras", action="store_false",
-                        help="do not write model.keras beside the SavedModel")
+    parser.add_argument("--no-preset", dest="preset", action="store_false",
+                        help="do not write preset/ (the Keras weights and tokenizers, for "
+                        "`keras_transformer.load` and `train --init-from`) beside the SavedModel")
 
 
 def library_versions():
@@ -66,104 +67,53 @@ def library_versions():
     }
 
 
-def _translation_export(run, run_folder, beam, alpha, coverage, max_length, xla,
-                        parallel_searches):
-    from keras_transformer.export.module import TranslationModule
-
-    module = TranslationModule(
-        run.model, run.source_tokenizer, run.target_tokenizer, run.max_source_length,
-        beam_width=beam, alpha=alpha, coverage=coverage, max_output_length=max_length,
-        jit_compile=xla, parallel_searches=parallel_searches,
-    )
-    test_sources, _ = run.split("test")
-    data = run.config["data"]
-    manifest = {
-        "source_language": data.get("source_language"),
-        "target_language": data.get("target_language"),
-        "source_vocab_size": run.source_tokenizer.vocab_size,
-        "target_vocab_size": run.target_tokenizer.vocab_size,
-        "max_source_length": run.max_source_length,
-        "decoding": {"beam_width": beam, "alpha": alpha, "coverage": coverage, "xla": xla,
-                     "parallel_searches": module.search.parallel_searches},
-    }
-    return module, test_sources[:4] or ["你好。"], manifest
-
-
-def _language_model_export(run, run_folder, max_length, max_new_tokens, xla):
-    from keras_transformer.export.module import LanguageModelModule
-
-    module = LanguageModelModule(run.model, run.tokenizer, max_length=max_length,
-                                 max_new_tokens=max_new_tokens, jit_compile=xla)
-    manifest = {
-        "language": run.config["data"].get("language"),
-        "vocab_size": run.tokenizer.vocab_size,
-        "max_length": module.max_length,
-        "generation": {"max_new_tokens": module.max_new_tokens, "xla": xla},
-    }
-    return module, run_folder.read_texts("test")[:4] or ["Hello"], manifest
-
-
-def _classifier_export(run, run_folder):
-    from keras_transformer.export.module import ClassificationModule
-
-    module = ClassificationModule(run.model, run.tokenizer, run.labels, run.max_length)
-    _, test_texts = run_folder.read_labelled("test")
-    manifest = {
-        "language": run.config["data"].get("language"),
-        "labels": list(run.labels),
-        "vocab_size": run.tokenizer.vocab_size,
-        "max_length": run.max_length,
-    }
-    return module, test_texts[:4] or ["Hello"], manifest
-
-
 def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WIDTH,
-               alpha=DEFAULT_ALPHA, max_length=None, xla=False, overwrite=False, keras_file=True,
+               alpha=DEFAULT_ALPHA, max_length=None, xla=False, overwrite=False, preset=True,
                weights=None, max_new_tokens=32, parallel_searches=None,
                coverage=DEFAULT_COVERAGE):
     """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
-    `weights`: None (the default choice), "best", "last", "average" or a weights file
-    (`RunDir.weights`). `beam`, `alpha`, `coverage` and `parallel_searches`
-    (`SequenceSearch`'s, None for its default) concern translators, `max_new_tokens` language models,
-    `max_length` and `xla` both.
+    The run's task object (`keras_transformer.load`) makes the exported module
+    (`Task.export_parts`). `weights`: None (the default choice), "best", "last",
+    "average" or a weights file (`RunDir.weights`). `beam`, `alpha`, `coverage` and
+    `parallel_searches` (`SequenceSearch`'s, None for its default) concern translators,
+    `max_new_tokens` language models, `max_length` and `xla` both. With `preset`,
+    the version folder also holds `preset/` (`Task.save_to_preset`): what
+    `keras_transformer.load` and `train --init-from` read to fine-tune the export's
+    model; TF Serving ignores it.
     """
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
     from keras_transformer.runs import RunDir
+    from keras_transformer.tasks.base import load
 
     check_model_name(name)
     run_folder = RunDir(run_dir)
-    run = run_folder.load(weights)
-    if run.task == "lm":
-        module, warmup, details = _language_model_export(
-            run, run_folder, max_length, max_new_tokens, xla)
-    elif run.task == "classify":
-        module, warmup, details = _classifier_export(run, run_folder)
-    else:
-        module, warmup, details = _translation_export(
-            run, run_folder, beam, alpha, coverage, max_length, xla, parallel_searches)
+    task = load(run_dir, weights=weights)
+    module, details = task.export_parts(
+        beam=beam, alpha=alpha, coverage=coverage, max_length=max_length, xla=xla,
+        parallel_searches=parallel_searches, max_new_tokens=max_new_tokens)
     manifest = {
-        "task": run.task,
-        "model": run.config["model"],
-        "preset": run.config.get("preset"),
+        "task": task.name,
+        "model": task.config["model"],
+        "preset": task.config.get("preset"),
         **details,
         "signatures": sorted(module.signatures()),
-        "weights": run.weights.record(relative_to=run_dir),
+        "weights": task.weights.record(relative_to=run_dir),
         "test_score": run_folder.read_evaluation(),
         "exported_with": library_versions(),
     }
     return write_export(
-        module, base, name, version=version, overwrite=overwrite, warmup_texts=warmup,
-        manifest=manifest, keras_model=run.model if keras_file else None,
-        asset_files=run_folder.tokenizer_files(run.config),
+        module, base, name, version=version, overwrite=overwrite,
+        warmup_texts=task.warmup_texts(run_folder), manifest=manifest,
+        preset=task if preset else None, asset_files=run_folder.tokenizer_files(task.config),
     )
 
 
 def run(args):
     path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
                       alpha=args.alpha, coverage=args.coverage, max_length=args.max_length,
-                      xla=args.xla, overwrite=args.overwrite, keras_file=args.keras, weights=args.weights,
+                      xla=args.xla, overwrite=args.overwrite, preset=args.preset, weights=args.weights,
                       max_new_tokens=args.max_new_tokens,
                       parallel_searches=args.parallel_searches)
     print(f"exported {path}")

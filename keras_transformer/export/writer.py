@@ -28,7 +28,9 @@ from keras_transformer.versions import next_version
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 MANIFEST_FILE = "manifest.json"
-KERAS_FILE = "model.keras"
+# The preset a version was made from (`Task.save_to_preset`), for fine-tuning; TF Serving
+# reads only the SavedModel beside it.
+PRESET_DIR = "preset"
 _TEMP_PREFIX = ".tmp-export-"
 
 
@@ -144,7 +146,7 @@ def write_export(
     overwrite=False,
     warmup_texts=(),
     manifest=None,
-    keras_model=None,
+    preset=None,
     asset_files=(),
 ):
     """Saves `module` as `<base_path>/<name>/<version>/`, atomically.
@@ -158,7 +160,7 @@ def write_export(
         warmup_texts: sentences replayed by TF Serving before the version serves
             (through the module's `warmup_requests`).
         manifest: JSON-serialisable dict written as manifest.json.
-        keras_model: optional Keras model saved as model.keras.
+        preset: a task object (`keras_transformer.tasks.Task`) saved as preset/.
         asset_files: files copied into assets/ (the tokenizer models).
 
     Returns:
@@ -193,8 +195,8 @@ def write_export(
         with open(os.path.join(temporary, MANIFEST_FILE), "w", encoding="utf-8") as file:
             json.dump({"name": name, "version": version, **(manifest or {})}, file,
                       indent=2, ensure_ascii=False)
-        if keras_model is not None:
-            keras_model.save(os.path.join(temporary, KERAS_FILE))
+        if preset is not None:
+            preset.save_to_preset(os.path.join(temporary, PRESET_DIR))
         if os.path.exists(final):  # overwrite: swap out the old folder, then delete it
             retired = f"{temporary}-retired"
             os.rename(final, retired)

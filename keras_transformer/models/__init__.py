@@ -9,7 +9,7 @@ from keras_transformer.lazy import lazy_getattr
 _LAZY = {
     "LanguageModel": "language_model",
     "build_language_model": "language_model",
-    "TextClassifier": "classifier",
+    "EncoderClassifier": "classifier",
     "build_classifier": "classifier",
     "PRESETS": "config",
     "TransformerConfig": "config",

@@ -18,7 +18,7 @@ from keras_transformer.ops import checks
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TextClassifier(keras.Model):
+class EncoderClassifier(keras.Model):
     """Token embedding + positions → encoder blocks → (final LayerNorm in pre-LN)
     → mean over the real tokens → dropout → dense logits.
 
@@ -86,7 +86,7 @@ class TextClassifier(keras.Model):
 
 
 def build_classifier(config="tiny", vocab_size=None, num_classes=None, **overrides):
-    """Builds an encoder-only `TextClassifier` (functional Keras model).
+    """Builds an encoder-only `EncoderClassifier` (functional Keras model).
 
     Args:
         config: a `TransformerConfig`, a dict of its fields, or a preset name
@@ -96,7 +96,7 @@ def build_classifier(config="tiny", vocab_size=None, num_classes=None, **overrid
         **overrides: config fields to change, e.g. `num_encoder_layers=4`.
 
     Returns:
-        A `TextClassifier`: `tokens` (B, T) int32, 0 = padding → logits (B, C)
+        A `EncoderClassifier`: `tokens` (B, T) int32, 0 = padding → logits (B, C)
         float32, from the mean over real tokens.
 
     Example:
@@ -109,4 +109,4 @@ def build_classifier(config="tiny", vocab_size=None, num_classes=None, **overrid
             "build_classifier needs `vocab_size` and `num_classes`, positive ints; received "
             f"vocab_size={vocab_size!r}, num_classes={num_classes!r}."
         )
-    return TextClassifier(resolve_config(config, overrides), vocab_size, num_classes)
+    return EncoderClassifier(resolve_config(config, overrides), vocab_size, num_classes)

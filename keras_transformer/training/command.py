@@ -60,6 +60,16 @@ def add_arguments(parser):
         "--preset", default=None, choices=sorted(PRESETS),
         help=f"model preset of a new run (default: {DEFAULT_PRESET}; a resumed run keeps its own)",
     )
+    parser.add_argument(
+        "--init-from", metavar="MODEL",
+        help="fine-tune: a new run starts from this trained model's weights, tokenizers and "
+        "shape (a run folder, a preset folder or an export of the same task) on the new --data",
+    )
+    parser.add_argument(
+        "--config", metavar="YAML",
+        help="training settings from a YAML file: keys are the training settings below (their "
+        "flag names or field names, e.g. batch-tokens or token_budget); a flag given beside it wins",
+    )
     parser.add_argument("--minutes", type=float, help="stop cleanly after this many minutes")
     parser.add_argument("--strategy", default="default", choices=STRATEGIES)
     parser.add_argument(
@@ -138,13 +148,25 @@ def run(args):
     from keras_transformer.training.trainer import train
 
     run_dir = RunDir(args.run)
-    task = args.task or (run_dir.task() if run_dir.exists() else "translate")
-    config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config(), task=task)
+    if args.init_from and not run_dir.exists():
+        from keras_transformer.tasks.base import read_model_config
+
+        _refuse_with_init(args)
+        init_task = read_model_config(args.init_from)[0]["task"]
+        task = args.task or init_task
+    else:
+        task = args.task or (run_dir.task() if run_dir.exists() else "translate")
+    stored = run_dir.read_training_config()
+    if args.config:
+        stored = (stored or TrainingConfig.for_task(task)).replace(**read_settings(args.config))
+    config = TrainingConfig.from_flags(args, stored=stored, task=task)
     src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
     if task == "translate":
         _refuse(args, ("column", "label_column", "text_column", "language", "vocab_size"), task)
         data = pair_files(args, default_languages=DEFAULT_LANGUAGES)
         prepare_options = dict(
+            src=src,
+            tgt=tgt,
             max_pairs=args.max_pairs,
             split_seed=args.split_seed,
             source_vocab_size=args.source_vocab_size,
@@ -181,11 +203,10 @@ def run(args):
         args.run,
         config,
         data=data,
-        src=src,
-        tgt=tgt,
         preset=args.preset,
-        task=args.task,
+        task=task,
         prepare_options=prepare_options,
+        init_from=args.init_from,
         minutes=args.minutes,
         strategy=args.strategy,
         devices=args.devices.split(",") if args.devices else None,
@@ -197,6 +218,54 @@ def run(args):
         f"now at step {result.step} after {result.epochs} epochs (stopped by {result.stopped_by})."
     )
     return 0
+
+
+def read_settings(path):
+    """The training settings of a YAML file, as `TrainingConfig` field names and values.
+
+    Keys are a setting's field name (`token_budget`) or its flag name (`batch-tokens`,
+    `batch_tokens`); an unknown key is a one-line error naming the accepted ones.
+    """
+    import dataclasses
+
+    import yaml
+
+    from keras_transformer.training.config import TrainingConfig
+    from keras_transformer.training.config import flag_name
+
+    with open(path, encoding="utf-8") as file:
+        try:
+            values = yaml.safe_load(file)
+        except yaml.YAMLError as error:
+            raise ValueError(f"--config {path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path} must hold a mapping of settings; received {type(values).__name__}.")
+    names = {}
+    for field in dataclasses.fields(TrainingConfig):
+        for key in (field.name, flag_name(field), flag_name(field).replace("-", "_")):
+            names[key] = field.name
+    unknown = sorted(str(key) for key in values if key not in names)
+    if unknown:
+        raise ValueError(
+            f"--config {path}: unknown settings {unknown}; accepted: "
+            f"{sorted({flag_name(field) for field in dataclasses.fields(TrainingConfig)})}."
+        )
+    return {names[key]: value for key, value in values.items()}
+
+
+def _refuse_with_init(args):
+    """One line naming the options `--init-from` decides (the model and its vocabulary)."""
+    names = ["preset", *MODEL_FLAGS, "source_vocab_size", "target_vocab_size", "joint_vocabulary",
+             "vocab_size", "bidirectional"]
+    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name, None) not in (None, False)]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)}: the model and its vocabulary come from --init-from "
+            f"{args.init_from}; leave {'it' if len(given) == 1 else 'them'} out, or train a new "
+            "model without --init-from."
+        )
 
 
 def _as_flag(name, value, bare=False):

@@ -7,11 +7,11 @@ and resumes from the backup: same weights, same optimizer state and step counter
 same epoch. The training settings are a `TrainingConfig`, stored in config.json.
 
 One loop for every task ("translate", "lm", "classify"): the task of the run
-(`keras_transformer.training.tasks`) says how to prepare the folder, build the
+(`keras_transformer.tasks`) says how to prepare the folder, build the
 model and the datasets, and which loss and metrics to compile; the schedule,
 optimizer, checkpoints, backup, best and averaged weights and history are shared.
-The translation task's `prepare_run` and `make_datasets` live with the other
-tasks' (tasks.py) and are importable from here too.
+The translation task's `prepare_run` and `make_datasets` live with the translator
+(`keras_transformer.tasks.translator`) and are importable from here too.
 
 Shape notation: B batch, S source length, T target length.
 """
@@ -30,10 +30,11 @@ from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
-from keras_transformer.training.tasks import check_concatenation
-from keras_transformer.training.tasks import make_datasets  # noqa: F401 (re-exported)
-from keras_transformer.training.tasks import prepare_run  # noqa: F401 (re-exported)
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.translator import make_datasets  # noqa: F401 (re-exported)
+from keras_transformer.tasks.translator import prepare_run  # noqa: F401 (re-exported)
+from keras_transformer.training.optimizer import NO_WEIGHT_DECAY  # noqa: F401 (re-exported)
+from keras_transformer.training.optimizer import make_optimizer
 
 
 # Defaults by device, chosen by measurement. On the 2-core CPU (small preset, the
@@ -82,60 +83,6 @@ def cpu_has_bfloat16():
 def read_run_config(run_dir):
     """The parsed `config.json` of a run folder (`RunDir(run_dir).read_config()`)."""
     return RunDir(run_dir).read_config()
-
-
-# The variables `--weight-decay` leaves alone: biases, LayerNorm scales and offsets.
-NO_WEIGHT_DECAY = ("bias", "gamma", "beta")
-
-
-def make_optimizer(d_model, warmup_steps, lr_scale, clipnorm=None, mixed_precision="none",
-                   lr_decay="rsqrt", total_steps=None, weight_decay=0.0, variables=()):
-    """Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt (or linear) schedule.
-
-    With `weight_decay`, the decay is decoupled from the gradient (AdamW, Loshchilov
-    and Hutter, 2019): each step multiplies a weight by `1 - learning_rate ·
-    weight_decay` (Keras' own `weight_decay` of every optimizer). Only kernels and
-    embeddings decay; biases and the LayerNorm scales and offsets (the variables
-    named bias, gamma and beta among `variables`) are exempt, as in BERT's and most
-    Transformer recipes: shrinking them towards 0 regularises nothing.
-
-    Args:
-        d_model: model width (the schedule's scale).
-        warmup_steps: schedule warmup.
-        lr_scale: schedule scale factor.
-        lr_decay: the schedule's decay after the warmup, "rsqrt" or "linear".
-        total_steps: "linear": the step at which the rate reaches 0.
-        clipnorm: optional global gradient-norm clip.
-        mixed_precision: "mixed_float16" wraps the optimizer in Keras'
-            `LossScaleOptimizer` (dynamic loss scaling).
-        weight_decay: the decoupled decay rate (0: none, the paper's Adam).
-        variables: the model's trainable variables (to find the exempt ones).
-
-    Returns:
-        A `keras.optimizers.Optimizer`.
-    """
-    import keras
-
-    from keras_transformer.training.schedule import TransformerSchedule
-
-    optimizer = keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=lr_scale,
-                                          decay=lr_decay, total_steps=total_steps),
-        beta_1=0.9,
-        beta_2=0.98,
-        epsilon=1e-9,
-        global_clipnorm=clipnorm,
-        weight_decay=weight_decay or None,
-    )
-    if weight_decay:
-        # By the variables themselves: the TensorFlow optimizer matches `var_names`
-        # against its tf.Variables' full names ("block/norm/gamma:0").
-        optimizer.exclude_from_weight_decay(
-            var_list=[variable for variable in variables if variable.name in NO_WEIGHT_DECAY]
-        )
-    if mixed_precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
 
 
 def compile_model(
@@ -301,11 +248,10 @@ def train(
     config=None,
     *,
     data=None,
-    src="zh",
-    tgt="en",
     preset=None,
     task=None,
     prepare_options=None,
+    init_from=None,
     minutes=None,
     strategy="default",
     devices=None,
@@ -332,16 +278,18 @@ def train(
             Tatoeba layout of `src`/`tgt`; "lm": a `TextFile` (or the path of a
             file of one text a line); "classify": a `LabelledFile` (or the path of
             a label<TAB>text file).
-        src: source language code (of a new translation run).
-        tgt: target language code (of a new translation run).
         preset: model preset of a new run (None: "small"); when resuming, None
             or the folder's preset.
         task: "translate", "lm" or "classify": the task of a new run (None:
             "translate"); when resuming, None or the folder's task.
         prepare_options: extra arguments of the task's `prepare` for a new run
-            (translate: `prepare_run`'s max_pairs, vocabulary sizes, split seed
-            and fractions, model_overrides; lm/classify: `Task.prepare`'s
+            (translate: `prepare_run`'s src, tgt (default zh, en), max_pairs,
+            vocabulary sizes, split seed and fractions, model_overrides; lm/classify: `TextTask.prepare`'s
             max_examples, vocab_size, split seed and fractions, model_overrides).
+        init_from: a trained model to fine-tune (a run folder, a preset folder or
+            an export, of the same task): a new run takes its tokenizers and model
+            shape and starts from its weights, with a new optimizer; its path and
+            weights file are recorded as "init_from" in config.json.
         minutes: wall-time budget of this call (None: no budget).
         strategy: "default", "mirrored" or "multi-worker" (`strategy.py`), or a
             `tf.distribute.Strategy`.
@@ -382,6 +330,11 @@ def train(
                 "another folder for another task."
             )
         task = stored_task
+        if init_from is not None and run_config.get("init_from", {}).get("path") != os.path.abspath(init_from):
+            raise ValueError(
+                f"{run_dir} is an existing run; --init-from starts a new one: train into another "
+                "folder (resuming needs no --init-from)."
+            )
         if preset is not None and preset != run_config["preset"]:
             raise ValueError(
                 f"{run_dir} holds a run of preset {run_config['preset']!r}; received "
@@ -391,16 +344,22 @@ def train(
         config = config or stored or TrainingConfig.for_task(task)
         if stored is not None:
             changed = config.differences(stored)
-        check_concatenation(config, task, run_config["data"].get("bidirectional"))
+        task_for(task).check_training(config, task_for(task).data_options(run_config))
     else:
         task = task or DEFAULT_TASK
         config = config or TrainingConfig.for_task(task)
         # Checked before `prepare` writes the split and the tokenizers.
-        check_concatenation(config, task, (prepare_options or {}).get("bidirectional"))
-        translate = {"src": src, "tgt": tgt} if task == "translate" else {}
-        run_config = task_for(task).prepare(
-            state.path, data, preset or "small", **translate, **(prepare_options or {})
-        )
+        task_for(task).check_training(config, prepare_options or {})
+        options = dict(prepare_options or {})
+        if init_from is not None:
+            from keras_transformer.tasks.base import init_source
+
+            init_config, init_folder, init_weights = init_source(init_from, task)
+            options["init_from"] = (init_config, init_folder)
+        run_config = task_for(task).prepare(state.path, data, preset or "small", **options)
+        if init_from is not None:
+            run_config["init_from"] = {"path": os.path.abspath(init_from),
+                                       "weights": os.path.abspath(init_weights)}
     recipe = task_for(task)
     if chief:
         for line in changed:
@@ -440,6 +399,9 @@ def train(
     try:
         with strategy.scope():
             model = recipe.build_model(run_config)
+            if "init_from" in run_config and backup is None:
+                # Before compiling: the weights only, never a source run's optimizer state.
+                model.load_weights(run_config["init_from"]["weights"])
             compile_model(
                 model,
                 warmup_steps=config.warmup_steps,
@@ -452,8 +414,8 @@ def train(
                 jit_compile=jit_compile,
                 mixed_precision=policy,
                 d_model=run_config["model"]["d_model"],
-                loss=recipe.loss(run_config, config),
-                metrics=recipe.metrics(run_config),
+                loss=recipe.training_loss(run_config, config),
+                metrics=recipe.training_metrics(run_config),
             )
             model.optimizer.build(model.trainable_variables)
             initial_epoch = restore_backup(model, state)

@@ -84,7 +84,7 @@ def test_bidirectional_is_a_translation_option(tmp_path, capsys):
 def test_the_training_pipeline_reads_each_source_with_one_direction_tag(tmp_path, word_dropout):
     from keras_transformer.runs import RunDir
     from keras_transformer.training.config import TrainingConfig
-    from keras_transformer.training.tasks import make_datasets
+    from keras_transformer.tasks.translator import make_datasets
     from keras_transformer.training.trainer import prepare_run
 
     prepare_run(str(tmp_path / "both"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",

@@ -67,7 +67,7 @@ def test_evaluate_limit_scores_the_first_texts_only(cli, classify_copy):
 @pytest.mark.parametrize(
     "args, command, expected",
     [
-        (["translate", "--run", "{run}", "hello"], "translate", "is a language-model run (task lm)"),
+        (["translate", "--run", "{run}", "hello"], "translate", "holds a language model (task lm)"),
         (["plot-attention", "--run", "{run}", "hello", "--output", "{tmp}/a.png"],
          "plot-attention", "needs a translation run"),
         (["evaluate", "--run", "{run}", "--data", "{tmp}/pairs.tsv"], "evaluate",

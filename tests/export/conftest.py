@@ -49,7 +49,7 @@ def _untrained_run(root, task_name, data):
     positions), its weights the seeded initialisation (final.weights.h5)."""
     from keras_transformer.runs import FINAL_WEIGHTS_NAME
     from keras_transformer.runs import RunDir
-    from keras_transformer.training.tasks import task_for
+    from keras_transformer.tasks.base import task_for
 
     run_dir = str(root / "run")
     task_for(task_name).prepare(run_dir, data, "tiny", max_examples=400, vocab_size=300,

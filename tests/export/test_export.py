@@ -30,7 +30,7 @@ def exported(tiny_translator, tmp_path_factory):
     base = tmp_path_factory.mktemp("export")
     path = write_export(
         module, str(base), "zh_en", warmup_texts=SAMPLE[:2], asset_files=assets,
-        manifest={"config": module.model.config.to_dict()}, keras_model=module.model,
+        manifest={"config": module.model.config.to_dict()},
     )
     return module, base, path
 
@@ -39,7 +39,7 @@ def test_version_folder_layout(exported):
     _, base, path = exported
     assert os.path.basename(path) == "1"
     for name in ("saved_model.pb", "variables", "assets/source.model", "assets/target.model",
-                 f"assets.extra/{WARMUP_FILE}", "manifest.json", "model.keras"):
+                 f"assets.extra/{WARMUP_FILE}", "manifest.json"):
         assert os.path.exists(os.path.join(path, name)), name
     manifest = json.load(open(os.path.join(path, "manifest.json")))
     assert manifest["name"] == "zh_en" and manifest["version"] == 1

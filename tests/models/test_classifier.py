@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import build_classifier
-from keras_transformer.models import TextClassifier
+from keras_transformer.models import EncoderClassifier
 
 VOCAB, CLASSES = 24, 3
 
@@ -64,7 +64,7 @@ def test_keras_file_round_trip_keeps_config_and_outputs(tmp_path):
     path = tmp_path / "classifier.keras"
     model.save(path)
     restored = keras.saving.load_model(path)
-    assert isinstance(restored, TextClassifier)
+    assert isinstance(restored, EncoderClassifier)
     assert (restored.vocab_size, restored.num_classes) == (VOCAB, CLASSES)
     np.testing.assert_allclose(np.asarray(restored(tokens)), np.asarray(model(tokens)), atol=1e-6)
 

@@ -5,7 +5,7 @@ import pytest
 from keras_transformer.data import pipeline
 from keras_transformer.runs import RunDir
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
 from keras_transformer.training.trainer import train
 from training_helpers import FAST
 

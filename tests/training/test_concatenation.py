@@ -11,7 +11,7 @@ from keras_transformer.data.pipeline import join_examples
 from keras_transformer.data.pipeline import with_concatenation
 from keras_transformer.runs import RunDir
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
 from training_helpers import FAST
 from training_helpers import SLICE
 

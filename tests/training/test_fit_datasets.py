@@ -2,7 +2,7 @@
 
 Without them a multi-worker run would read whole batches on every worker, and an
 epoch would sit idle while Keras drops the previous epoch's autotuned iterator
-(`keras_transformer.training.tasks.for_fit` says why and what was measured).
+(`keras_transformer.data.fitting.for_fit` says why and what was measured).
 """
 
 import pytest
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from keras_transformer.runs import RunDir
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
 
 
 @pytest.mark.parametrize("run_fixture", ["prepared_run", "lm_run", "classify_run"])

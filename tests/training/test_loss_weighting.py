@@ -10,7 +10,7 @@ from keras_transformer.runs import RunDir
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.losses import ClassificationCrossEntropy
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
 
 DENOMINATOR = 64.0
 
@@ -91,12 +91,12 @@ def test_every_task_loss_follows_the_training_setting(run_fixture, request):
     run_config = RunDir(str(request.getfixturevalue(run_fixture))).read_config()
     recipe = task_for(run_config)
     by_batch = TrainingConfig(loss_weighting="batch")
-    assert recipe.loss(run_config, by_batch).gradient_denominator is None
+    assert recipe.training_loss(run_config, by_batch).gradient_denominator is None
     by_token = TrainingConfig(loss_weighting="token", token_budget=512)
     assert by_token.gradient_denominator == 512
-    assert recipe.loss(run_config, by_token).gradient_denominator == 512
+    assert recipe.training_loss(run_config, by_token).gradient_denominator == 512
     # The default weighs tokens, over the default budget.
-    assert recipe.loss(run_config, TrainingConfig()).gradient_denominator == TrainingConfig().token_budget
+    assert recipe.training_loss(run_config, TrainingConfig()).gradient_denominator == TrainingConfig().token_budget
 
 
 def test_compile_model_default_loss_weighs_as_a_training_run_does():

@@ -6,7 +6,7 @@ from keras_transformer.training.config import TrainingConfig
 
 
 def _two_epochs(run_dir, config):
-    from keras_transformer.training.tasks import make_datasets
+    from keras_transformer.tasks.translator import make_datasets
 
     train, _ = make_datasets(run_dir, run_dir.read_config(), config, seed=0)
     return [

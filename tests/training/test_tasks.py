@@ -14,7 +14,7 @@ from keras_transformer.data.sentence_type import output_path
 from keras_transformer.runs import RunDir
 from keras_transformer.training.config import TASK_DEFAULTS
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
 
 CMN_ENG = str(DEFAULT_CMN_ENG_PATH)
 SENTENCE_TYPE_EN = str(output_path("en"))
@@ -154,7 +154,7 @@ def test_a_run_from_before_tasks_is_a_translation_run(tmp_path):
 def test_xla_batches_of_a_classifier_pad_only_the_length_and_of_a_language_model_also_rows():
     import tensorflow as tf
 
-    from keras_transformer.training.tasks import pad_to_static_shapes
+    from keras_transformer.data.fitting import pad_to_static_shapes
 
     tokens = tf.ones([3, 5], tf.int32)
     lm = tf.data.Dataset.from_tensors((tokens, tokens))
@@ -169,9 +169,9 @@ def test_xla_batches_of_a_classifier_pad_only_the_length_and_of_a_language_model
 def test_the_model_keras_of_each_task_loads_as_its_model(lm_run, classify_run):
     import keras
 
-    from keras_transformer.models.classifier import TextClassifier
+    from keras_transformer.models.classifier import EncoderClassifier
     from keras_transformer.models.language_model import LanguageModel
     from keras_transformer.training import losses  # noqa: F401 (registers the compiled loss and metrics)
 
     assert isinstance(keras.saving.load_model(lm_run / "model.keras"), LanguageModel)
-    assert isinstance(keras.saving.load_model(classify_run / "model.keras"), TextClassifier)
+    assert isinstance(keras.saving.load_model(classify_run / "model.keras"), EncoderClassifier)

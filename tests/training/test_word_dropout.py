@@ -9,7 +9,7 @@ from keras_transformer.data.pipeline import drop_words
 from keras_transformer.data.pipeline import with_word_dropout
 from keras_transformer.runs import RunDir
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.tasks import task_for
+from keras_transformer.tasks.base import task_for
 
 
 def _ids(rows=300, width=40):

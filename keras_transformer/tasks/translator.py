@@ -1,0 +1,509 @@
+"""The translator: a `Seq2SeqTransformer` on sentence pairs, with its two tokenizers.
+
+    translator = Translator.from_preset("runs/zh-en")
+    translator.translate(["我们来试试。"], beam=4)       # ['Let's try.']
+    translator.fit(tf.data.Dataset.from_tensor_slices((sources, targets)), epochs=1)
+
+What a new translation run trains on (`prepare_run`: the corpus split, the tokenizers,
+config.json) and its batches (`make_datasets`) live here too, with the string-level
+calls, since they are what the task is.
+
+Shape notation: B batch, S source length, T target length, K beam width.
+"""
+
+import dataclasses
+import os
+import shutil
+
+from keras_transformer.constants import DEFAULT_ALPHA
+from keras_transformer.constants import DEFAULT_BEAM_WIDTH
+from keras_transformer.constants import DEFAULT_COVERAGE
+from keras_transformer.runs import RunDir
+from keras_transformer.tasks.base import Task
+
+FORMAT_VERSION = 1
+
+
+def prepare_run(
+    run_dir,
+    data,
+    src="zh",
+    tgt="en",
+    preset="small",
+    source_column=None,
+    target_column=None,
+    max_pairs=None,
+    split_seed=0,
+    validation_fraction=0.05,
+    test_fraction=0.05,
+    source_vocab_size=None,
+    target_vocab_size=None,
+    joint_vocabulary=False,
+    dictionary=None,
+    dictionary_tag=False,
+    bidirectional=False,
+    model_overrides=None,
+    init_from=None,
+):
+    """Splits the corpus, trains the tokenizers and writes `config.json`.
+
+    Args:
+        run_dir: the run folder (created).
+        data: the corpus: a `keras_transformer.data.corpus.PairFiles` (a TSV's
+            columns or two line-aligned files), or the path of a tab-separated file.
+        src: source language code.
+        tgt: target language code.
+        preset: model preset name ("tiny", "small", "base", "big").
+        source_column: with a path: 0-based column of the source; None for the
+            Tatoeba (cmn.txt) layout of `src`.
+        target_column: likewise for the target.
+        max_pairs: use only the first this many pairs (None: all).
+        split_seed: seed of the train/validation/test split.
+        validation_fraction: share of pairs for validation.
+        test_fraction: share of pairs for test.
+        source_vocab_size: None for the tokenizer's measured default.
+        target_vocab_size: None for the default.
+        joint_vocabulary: one SentencePiece model for both languages.
+        dictionary: path of a dictionary TSV (`keras_transformer.data.dictionary`):
+            its entries whose word occurs in a training source sentence join the
+            training split (never validation or test).
+        dictionary_tag: mark those entries' sources with `DICTIONARY_TAG`, so that
+            the model learns glosses apart from sentences.
+        bidirectional: train both directions in one model, each source tagged
+            with its output language (`keras_transformer.data.directions`); one
+            vocabulary for both languages, tied embeddings.
+        model_overrides: TransformerConfig fields to change from the preset.
+        init_from: `(config, folder)` of a trained translator to fine-tune
+            (`keras_transformer.tasks.read_model_config`): its tokenizers, source
+            prefix and model shape are the run's (no tokenizer is trained; the
+            vocabulary options and `model_overrides` are not read).
+
+    Returns:
+        The run config (the dict written to `config.json`, without "training").
+    """
+    from keras_transformer.data.corpus import PairFiles
+    from keras_transformer.data.corpus import columns_for
+    from keras_transformer.data.corpus import sources_and_targets
+    from keras_transformer.data.corpus import split_pairs
+    from keras_transformer.data.pipeline import DEFAULT_MAX_SOURCE_LENGTH
+    from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.data.tokenizer import train_tokenizers
+    from keras_transformer.models.config import TransformerConfig
+    from keras_transformer.models.config import preset as make_preset
+
+    run = RunDir(run_dir)
+    if data is None:
+        raise ValueError(
+            f"{run_dir} is not a run folder yet: pass the corpus (--data, or "
+            "--source-file/--target-file)."
+        )
+    if not isinstance(data, PairFiles):
+        if (source_column is None) != (target_column is None):
+            raise ValueError("Give both the source and the target column, or neither.")
+        if source_column is None:
+            source_column, target_column = columns_for(src, tgt)
+        data = PairFiles(str(data), source_column=source_column, target_column=target_column)
+    pairs = data.read()
+    if max_pairs is not None:
+        pairs = pairs[:max_pairs]
+    split = split_pairs(pairs, validation_fraction, test_fraction, seed=split_seed)
+    if not split.train or not split.validation:
+        raise ValueError(
+            f"The split of {len(pairs)} pairs leaves {len(split.train)} for training and "
+            f"{len(split.validation)} for validation; use a larger corpus."
+        )
+
+    dictionary_pairs = tagged_pairs = []
+    if dictionary is not None:
+        from keras_transformer.data.dictionary import entries_in
+        from keras_transformer.data.dictionary import read_dictionary
+
+        dictionary_pairs = tagged_pairs = entries_in(
+            read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
+        )
+        if dictionary_tag:
+            from keras_transformer.data.dictionary import tagged
+
+            tagged_pairs = tagged(dictionary_pairs)
+    train = split.train + tagged_pairs
+    source_prefix, source_symbols = "", ()
+    if bidirectional:
+        from keras_transformer.data.directions import DIRECTION_TAGS
+        from keras_transformer.data.directions import TO_TARGET_TAG
+        from keras_transformer.data.directions import both_directions
+
+        joint_vocabulary = True  # each side reads and writes both languages
+        train = both_directions(train, reversible=split.train + dictionary_pairs)
+        source_prefix, source_symbols = TO_TARGET_TAG, DIRECTION_TAGS
+    split = dataclasses.replace(split, train=train)
+    for part in ("train", "validation", "test"):
+        run.write_split(part, getattr(split, part))
+    train_sources, train_targets = sources_and_targets(split.train)
+    if init_from is not None:
+        init_config, init_folder = init_from
+        source_path, target_path = (
+            shutil.copyfile(os.path.join(init_folder, init_config["data"][entry]),
+                            run.file(f"{side}.model"))
+            for entry, side in (("source_tokenizer", "source"), ("target_tokenizer", "target")))
+        model_config = TransformerConfig.from_dict(init_config["model"])
+        preset = init_config.get("preset")
+        source_prefix = init_config["data"].get("source_prefix", "")
+        joint_vocabulary = model_config.share_vocabulary
+    else:
+        try:
+            source_path, target_path = train_tokenizers(
+                train_sources,
+                train_targets,
+                run.path,
+                source_language=src,
+                target_language=tgt,
+                source_vocab_size=source_vocab_size,
+                target_vocab_size=target_vocab_size,
+                joint=joint_vocabulary,
+                source_symbols=source_symbols,
+            )
+        except RuntimeError as error:  # SentencePiece reports bad sizes this way.
+            raise ValueError(f"Training the tokenizers failed: {error}") from None
+        model_config = make_preset(
+            preset,
+            **{
+                "source_vocab_size": SubwordTokenizer.from_file(source_path).vocab_size,
+                "target_vocab_size": SubwordTokenizer.from_file(target_path).vocab_size,
+                "share_vocabulary": bool(joint_vocabulary),
+                **(model_overrides or {}),
+            },
+        )
+    config = {
+        "format_version": FORMAT_VERSION,
+        "task": "translate",
+        "preset": preset,
+        "model": model_config.to_dict(),
+        "data": {
+            **data.describe(),
+            "source_language": src,
+            "target_language": tgt,
+            "max_pairs": max_pairs,
+            "split_seed": split_seed,
+            "validation_fraction": validation_fraction,
+            "test_fraction": test_fraction,
+            "split_sizes": {
+                "train": len(split.train),
+                "validation": len(split.validation),
+                "test": len(split.test),
+            },
+            "splits": {part: os.path.relpath(run.split_path(part), run.path) for part in ("train", "validation", "test")},
+            "source_tokenizer": os.path.basename(source_path),
+            "target_tokenizer": os.path.basename(target_path),
+            "joint_vocabulary": bool(joint_vocabulary),
+            "dictionary": None if dictionary is None else {
+                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
+                "tagged": bool(dictionary_tag)},
+            "bidirectional": bool(bidirectional),
+            # What the source tokenizer puts before every sentence (`RunDir.tokenizers`).
+            "source_prefix": source_prefix,
+            "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
+            "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
+        },
+    }
+    run.write_config(config)
+    return config
+
+
+def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
+    """The training and validation `tf.data` pipelines of a run folder.
+
+    Args:
+        run_dir: the `RunDir`.
+        run_config: its parsed config.json.
+        config: the `TrainingConfig` (batch sizes).
+        seed: seed of the training data order.
+        static_shapes: pad batches to a few fixed shapes (for XLA).
+    """
+    from keras_transformer.data.pipeline import make_eval_dataset
+    from keras_transformer.data.pipeline import make_training_dataset
+    from keras_transformer.data.fitting import for_fit
+    from keras_transformer.data.fitting import pad_to_static_shapes
+    from keras_transformer.data.fitting import training_width_step
+
+    data = run_config["data"]
+    source_tokenizer, target_tokenizer = run_dir.tokenizers(run_config)
+    # A bidirectional run's training sources carry their own direction tags; the
+    # validation sources get the run's, as sentences to translate do.
+    validation_source_tokenizer = source_tokenizer
+    source_tokenizer = source_tokenizer.with_prefix("")
+    lengths = dict(
+        max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
+    )
+    train_sources, train_targets = run_dir.read_split("train")
+    validation_sources, validation_targets = run_dir.read_split("validation")
+    train = make_training_dataset(
+        train_sources,
+        train_targets,
+        source_tokenizer,
+        target_tokenizer,
+        token_budget=config.token_budget,
+        batching=config.batching,
+        width_step=training_width_step(static_shapes),
+        seed=seed,
+        sample_alpha=config.subword_sampling,
+        word_dropout=config.word_dropout,
+        concatenation=config.concatenation,
+        **lengths,
+    )
+    validation = make_eval_dataset(
+        validation_sources,
+        validation_targets,
+        validation_source_tokenizer,
+        target_tokenizer,
+        batch_size=config.validation_batch_size,
+        **lengths,
+    )
+    if static_shapes:
+        max_length = max(lengths.values())
+        train = pad_to_static_shapes(train, max_length, token_budget=config.token_budget)
+        validation = pad_to_static_shapes(validation, max_length, rows=config.validation_batch_size)
+    return for_fit(train, validation)
+
+
+class Translator(Task):
+    """Translates text with an encoder–decoder model and its source and target tokenizers.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        source_tokenizer: the source `SubwordTokenizer` (with the run's source prefix).
+        target_tokenizer: the target `SubwordTokenizer`.
+        config: the parsed config.json ("model": its `TransformerConfig` fields;
+            "data": "max_source_length", "max_target_length", ...).
+        weights: for a run, the `Weights` loaded.
+
+    Example:
+        >>> translator = Translator.from_preset("runs/zh-en")  # doctest: +SKIP
+        >>> translator.translate(["我们来试试。"])  # doctest: +SKIP
+        ["Let's try."]
+    """
+
+    name = "translate"
+    title = "translation"
+    scored_by_bleu = True
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, config, weights=None):
+        super().__init__(model, config, weights)
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+
+    @classmethod
+    def from_preset_name(cls, name, source_tokenizer=None, target_tokenizer=None,
+                         max_source_length=None, max_target_length=None, **model_fields):
+        """A new translator of a built-in preset's shape.
+
+        Args:
+            name: "tiny", "small", "base" or "big".
+            source_tokenizer: a `SubwordTokenizer` or the path of a SentencePiece
+                .model file (`keras_transformer.data.tokenizer.train_tokenizers`).
+            target_tokenizer: likewise, for the target language.
+            max_source_length: source subwords read (default: the pipeline's, at
+                most the preset's max_length).
+            max_target_length: target subwords (default: likewise).
+            **model_fields: `TransformerConfig` fields to change.
+        """
+        from keras_transformer.data.pipeline import DEFAULT_MAX_SOURCE_LENGTH
+        from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
+        from keras_transformer.models.config import preset
+
+        if source_tokenizer is None or target_tokenizer is None:
+            raise ValueError(
+                f"A new translator of preset {name!r} needs `source_tokenizer` and "
+                "`target_tokenizer` (SubwordTokenizers or SentencePiece .model files)."
+            )
+        source_tokenizer, target_tokenizer = (_tokenizer(t) for t in (source_tokenizer, target_tokenizer))
+        model_config = preset(name, **{
+            "source_vocab_size": source_tokenizer.vocab_size,
+            "target_vocab_size": target_tokenizer.vocab_size, **model_fields})
+        config = {"task": cls.name, "preset": name, "model": model_config.to_dict(), "data": {
+            "max_source_length": max_source_length or min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
+            "max_target_length": max_target_length or min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
+            "source_prefix": source_tokenizer.prefix,
+        }}
+        return cls(cls.build_model(config), source_tokenizer, target_tokenizer, config)
+
+    @classmethod
+    def from_folder(cls, folder, config, weights_path, weights=None):
+        from keras_transformer.data.tokenizer import SubwordTokenizer
+
+        data = config["data"]
+        model = cls.build_model(config)
+        if weights_path is not None:
+            model.load_weights(weights_path)
+        source = SubwordTokenizer.from_file(os.path.join(folder, data["source_tokenizer"]),
+                                            prefix=data.get("source_prefix", ""))
+        target = SubwordTokenizer.from_file(os.path.join(folder, data["target_tokenizer"]))
+        return cls(model, source, target, config, weights)
+
+    @classmethod
+    def build_model(cls, config):
+        from keras_transformer.models.config import TransformerConfig
+        from keras_transformer.models.transformer import Seq2SeqTransformer
+
+        return Seq2SeqTransformer(TransformerConfig.from_dict(config["model"]))
+
+    def tokenizer_files(self):
+        return {"source_tokenizer": self.source_tokenizer.model_proto,
+                "target_tokenizer": self.target_tokenizer.model_proto}
+
+    @property
+    def max_source_length(self):
+        return self.config["data"]["max_source_length"]
+
+    # -- the string-level calls --------------------------------------------------------------
+    def translation_module(self, beam=None, alpha=None, coverage=None, max_length=None,
+                           jit_compile=False, parallel_searches=None):
+        """The `TranslationModule` (what `export` saves) with these search settings."""
+        from keras_transformer.export.module import TranslationModule
+
+        self._ensure_model()
+        settings = (beam or DEFAULT_BEAM_WIDTH, DEFAULT_ALPHA if alpha is None else alpha,
+                    DEFAULT_COVERAGE if coverage is None else coverage, max_length,
+                    bool(jit_compile), parallel_searches)
+        return self._module(settings, lambda: TranslationModule(
+            self.model, self.source_tokenizer, self.target_tokenizer, self.max_source_length,
+            beam_width=settings[0], alpha=settings[1], coverage=settings[2],
+            max_output_length=max_length, jit_compile=jit_compile,
+            parallel_searches=parallel_searches))
+
+    def _export_settings(self, beam, alpha, coverage, max_length):
+        """Refuses search settings an export cannot change (it searches as exported)."""
+        from keras_transformer.evaluation.translators import find_setting
+
+        exported = {"beam": find_setting(self._manifest, "beam_width"),
+                    "alpha": find_setting(self._manifest, "alpha"),
+                    "coverage": find_setting(self._manifest, "coverage")}
+        asked = {"beam": beam, "alpha": alpha, "coverage": coverage}
+        changed = [f"{key}={value} (exported: {exported[key]})" for key, value in asked.items()
+                   if value is not None and exported[key] is not None and value != exported[key]]
+        if max_length is not None:
+            changed.append(f"max_length={max_length}")
+        if changed:
+            raise ValueError(
+                f"{self._export_folder} searches as it was exported; received {', '.join(changed)}. "
+                "Load the run or preset it was exported from to search otherwise."
+            )
+
+    def translate_n_best(self, texts, beam=None, alpha=None, coverage=None, max_length=None):
+        """The K best translations of each text, with their scores.
+
+        Args:
+            texts: a list of source sentences.
+            beam: K, the beam width (default 4; 1: greedy); an export's own.
+            alpha: the length-penalty exponent (default 0.6).
+            coverage: the coverage penalty's weight (default 0.2; 0: none).
+            max_length: cap on output subwords (default: the model's).
+
+        Returns:
+            A list (one per text) of K `(translation, score)` pairs, best first.
+        """
+        import tensorflow as tf
+
+        text = tf.constant([str(t) for t in texts], tf.string)
+        if self._export is not None:
+            self._export_settings(beam, alpha, coverage, max_length)
+            result = self._export.signatures["translate_n_best"](text=text)
+        else:
+            result = self.translation_module(beam, alpha, coverage, max_length).translate_n_best(text)
+        translations, scores = result["translations"].numpy(), result["scores"].numpy()
+        return [[(t.decode("utf-8"), float(s)) for t, s in zip(row, row_scores)]
+                for row, row_scores in zip(translations, scores)]
+
+    def translate(self, texts, beam=None, alpha=None, coverage=None, max_length=None):
+        """Translates each text (the best hypothesis of `translate_n_best`'s search).
+
+        Returns:
+            A list of translations, one per text.
+        """
+        import tensorflow as tf
+
+        text = tf.constant([str(t) for t in texts], tf.string)
+        if self._export is not None:
+            self._export_settings(beam, alpha, coverage, max_length)
+            result = self._export.signatures["serving_default"](text=text)
+        else:
+            result = self.translation_module(beam, alpha, coverage, max_length).translate(text)
+        return [value.decode("utf-8") for value in result["translation"].numpy().tolist()]
+
+    def export_parts(self, beam, alpha, coverage, max_length, xla, parallel_searches,
+                     max_new_tokens):
+        module = self.translation_module(beam, alpha, coverage, max_length, xla, parallel_searches)
+        data = self.config["data"]
+        return module, {
+            "source_language": data.get("source_language"),
+            "target_language": data.get("target_language"),
+            "source_vocab_size": self.source_tokenizer.vocab_size,
+            "target_vocab_size": self.target_tokenizer.vocab_size,
+            "max_source_length": self.max_source_length,
+            "decoding": {"beam_width": module.search.beam_width, "alpha": module.search.alpha,
+                         "coverage": coverage, "xla": xla,
+                         "parallel_searches": module.search.parallel_searches},
+        }
+
+    @classmethod
+    def warmup_texts(cls, run_dir):
+        return run_dir.read_split("test")[0][:4] or ["你好。"]
+
+    # -- training -------------------------------------------------------------------------------
+    def _encode_batch(self, source, target):
+        from keras_transformer.constants import PAD_ID
+        from keras_transformer.data.pipeline import encode_source
+        from keras_transformer.data.pipeline import encode_target
+
+        data = self.config["data"]
+        # Training sources carry no direction tag of their own here: the run's prefix.
+        encoder = encode_source(self.source_tokenizer, source, data["max_source_length"])
+        decoder, labels = encode_target(self.target_tokenizer, target, data["max_target_length"])
+        return ({"encoder_tokens": encoder.to_tensor(PAD_ID),
+                 "decoder_tokens": decoder.to_tensor(PAD_ID)}, labels.to_tensor(PAD_ID))
+
+    @classmethod
+    def prepare(cls, run_dir, data, preset, src="zh", tgt="en", **options):
+        """Splits the corpus, trains the tokenizers and writes config.json (`prepare_run`)."""
+        return prepare_run(run_dir, data, src, tgt, preset, **options)
+
+    @classmethod
+    def make_datasets(cls, run, run_config, config, seed, static_shapes=False):
+        return make_datasets(run, run_config, config, seed, static_shapes=static_shapes)
+
+    @classmethod
+    def training_loss(cls, config, training):
+        from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
+
+        return MaskedSparseCategoricalCrossentropy(
+            label_smoothing=training.label_smoothing,
+            gradient_denominator=training.gradient_denominator,
+        )
+
+    @classmethod
+    def training_metrics(cls, config):
+        from keras_transformer.training.losses import MaskedTokenAccuracy
+
+        return [MaskedTokenAccuracy()]
+
+    @classmethod
+    def check_training(cls, training, data_options):
+        """Refuses settings a run of this task cannot train with (before anything is written)."""
+        if training.concatenation and data_options.get("bidirectional"):
+            raise ValueError(
+                "--concatenate would join pairs of opposite directions in a bidirectional run; "
+                "train it without --concatenate."
+            )
+
+    @classmethod
+    def data_options(cls, config):
+        """The "data" settings of a stored run config that training checks read."""
+        return {"bidirectional": config["data"].get("bidirectional")}
+
+
+def _tokenizer(tokenizer):
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+
+    if isinstance(tokenizer, SubwordTokenizer):
+        return tokenizer
+    return SubwordTokenizer.from_file(os.fspath(tokenizer))
