@@ -20,6 +20,19 @@ def _reset_keras_state():
     keras.config.set_dtype_policy(policy)
 
 
+@pytest.fixture
+def cli(capsys):
+    """Runs `keras-transformer ARGS...` in process; returns (exit code, stdout, stderr)."""
+    from keras_transformer.cli import main
+
+    def call(*args):
+        code = main([str(arg) for arg in args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return call
+
+
 # -- Trained runs of the language-model and classifier tasks, shared by tests/training and
 # tests/evaluation (each trained once per session, in seconds: tiny preset, a slice of the data).
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -383,7 +383,7 @@ class Task:
             The `keras.callbacks.History`.
         """
         self._ensure_model()
-        if getattr(self.model, "optimizer", None) is None or not self.model.compiled:
+        if not self.model.compiled:
             self.compile()
         x = self.preprocess(x, batch_size)
         if validation_data is not None:
@@ -391,6 +391,8 @@ class Task:
         # The string calls must see the new weights, not the export's.
         self._export = None
         self._modules = {}
+        # A dataset is shuffled by its maker; Keras would only warn about `shuffle`.
+        fit_options.setdefault("shuffle", False)
         return self.model.fit(x, validation_data=validation_data, **fit_options)
 
     def preprocess(self, dataset, batch_size=32):
@@ -450,6 +452,17 @@ class Task:
         raise NotImplementedError
 
     @classmethod
+    def data_from_args(cls, args):
+        """The data of a new run and the options of `prepare`, from `train`'s parsed flags.
+
+        A flag this task does not read is a one-line error (`refuse_options`).
+
+        Returns:
+            `(data, prepare_options)`; data is None when `--data` is not given.
+        """
+        raise NotImplementedError
+
+    @classmethod
     def check_training(cls, training, data_options):
         """Refuses settings a run of this task cannot train with (before anything is written).
 
@@ -503,3 +516,12 @@ def write_labels(folder, labels):
     """Writes labels.json into a preset folder; returns its "data" entry."""
     files.write_json(os.path.join(folder, LABELS_FILE), list(labels))
     return {"labels": LABELS_FILE, "num_classes": len(labels)}
+
+
+def refuse_options(args, names, task):
+    """One line naming the options given (of `names`) that a run of `task` does not read."""
+    given = [f"--{name.replace('_', '-')}" for name in names
+             if getattr(args, name, None) not in (None, False)]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not read by --task {task}.")

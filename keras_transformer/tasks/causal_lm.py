@@ -120,6 +120,16 @@ class CausalLM(TextTask):
         return None, data.read()
 
     @classmethod
+    def _data_file(cls, args):
+        from keras_transformer.data.corpus import TextFile
+        from keras_transformer.data.corpus import text_column
+        from keras_transformer.tasks.base import refuse_options
+
+        refuse_options(args, ("label_column", "text_column"), cls.name)
+        column, language = text_column(args.column)
+        return None if args.data is None else TextFile(args.data, column, args.language or language)
+
+    @classmethod
     def _write_split(cls, run, part, labels, texts):
         run.write_texts(part, texts)
 

@@ -205,6 +205,22 @@ class TextTask(Task):
         return config
 
     @classmethod
+    def data_from_args(cls, args):
+        from keras_transformer.tasks.base import refuse_options
+
+        refuse_options(args, ("source_file", "target_file", "src", "tgt", "src_column",
+                              "tgt_column", "source_vocab_size", "target_vocab_size",
+                              "joint_vocabulary", "dictionary_tag", "bidirectional"), cls.name)
+        options = dict(max_examples=args.max_pairs, split_seed=args.split_seed,
+                       vocab_size=args.vocab_size)
+        return cls._data_file(args), options
+
+    @classmethod
+    def _data_file(cls, args):
+        """The task's file of texts that the flags name (None: no --data)."""
+        raise NotImplementedError
+
+    @classmethod
     def _tokenizer(cls, run, run_config):
         from keras_transformer.data.tokenizer import SubwordTokenizer
 

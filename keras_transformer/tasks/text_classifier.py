@@ -106,7 +106,7 @@ class TextClassifier(TextTask):
             matches = tf.equal(label[:, None], table[None, :])
             tf.debugging.assert_equal(
                 tf.reduce_all(tf.reduce_any(matches, axis=1)), True,
-                message=f"a label is not one of the classifier's classes {list(self.labels)}")
+                message=f"a label is not a class of the classifier; its classes: {list(self.labels)}")
             label = tf.argmax(tf.cast(matches, tf.int32), axis=1, output_type=tf.int32)
         return tokens.to_tensor(PAD_ID), tf.cast(label, tf.int32)
 
@@ -133,6 +133,21 @@ class TextClassifier(TextTask):
                 "classifier needs at least two (is --label-column right?)."
             )
         return labels, texts
+
+    @classmethod
+    def _data_file(cls, args):
+        from keras_transformer.data.corpus import LabelledFile
+        from keras_transformer.tasks.base import refuse_options
+
+        refuse_options(args, ("column",), cls.name)
+        if args.data is None:
+            return None
+        return LabelledFile(
+            args.data,
+            label_column=0 if args.label_column is None else args.label_column,
+            text_column=1 if args.text_column is None else args.text_column,
+            language=args.language,
+        )
 
     @classmethod
     def _write_split(cls, run, part, labels, texts):

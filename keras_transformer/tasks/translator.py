@@ -22,6 +22,8 @@ from keras_transformer.runs import RunDir
 from keras_transformer.tasks.base import Task
 
 FORMAT_VERSION = 1
+# The languages of a new translation run given no --src/--tgt.
+DEFAULT_LANGUAGES = ("zh", "en")
 
 
 def prepare_run(
@@ -487,6 +489,33 @@ class Translator(Task):
         return [MaskedTokenAccuracy()]
 
     @classmethod
+    def data_from_args(cls, args):
+        from keras_transformer.data.corpus import pair_files
+        from keras_transformer.tasks.base import refuse_options
+
+        refuse_options(args, ("column", "label_column", "text_column", "language", "vocab_size"),
+                       cls.name)
+        src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
+        options = dict(
+            src=src,
+            tgt=tgt,
+            max_pairs=args.max_pairs,
+            split_seed=args.split_seed,
+            source_vocab_size=args.source_vocab_size,
+            target_vocab_size=args.target_vocab_size,
+            joint_vocabulary=args.joint_vocabulary,
+            dictionary=_dictionary(args.dictionary, src, tgt),
+            dictionary_tag=args.dictionary_tag,
+            bidirectional=args.bidirectional,
+        )
+        if args.dictionary_tag and options["dictionary"] is None:
+            raise ValueError(
+                f"--dictionary-tag needs a dictionary, and --dictionary {args.dictionary} gives "
+                f"none for {src}→{tgt}; name one with --dictionary TSV."
+            )
+        return pair_files(args, default_languages=DEFAULT_LANGUAGES), options
+
+    @classmethod
     def check_training(cls, training, data_options):
         """Refuses settings a run of this task cannot train with (before anything is written)."""
         if training.concatenation and data_options.get("bidirectional"):
@@ -499,6 +528,18 @@ class Translator(Task):
     def data_options(cls, config):
         """The "data" settings of a stored run config that training checks read."""
         return {"bidirectional": config["data"].get("bidirectional")}
+
+
+def _dictionary(choice, src, tgt):
+    """The dictionary file of `--dictionary`: a path, the bundled one of the pair, or None."""
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return choice
+    from keras_transformer.data.dictionary import bundled_dictionary
+
+    path = bundled_dictionary(src, tgt)
+    return None if path is None else str(path)
 
 
 def _tokenizer(tokenizer):

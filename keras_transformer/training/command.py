@@ -29,7 +29,6 @@ from keras_transformer.runs import TASKS
 from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.strategy import STRATEGIES
 
-DEFAULT_LANGUAGES = ("zh", "en")
 DEFAULT_PRESET = "small"
 # `TransformerConfig` fields a new run may change from its preset: (type, metavar, help).
 # The config checks the values (a width the heads divide, rates in [0, 1)).
@@ -142,7 +141,6 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_transformer.data.corpus import pair_files
     from keras_transformer.runs import RunDir
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import train
@@ -160,32 +158,9 @@ def run(args):
     if args.config:
         stored = (stored or TrainingConfig.for_task(task)).replace(**read_settings(args.config))
     config = TrainingConfig.from_flags(args, stored=stored, task=task)
-    src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
-    if task == "translate":
-        _refuse(args, ("column", "label_column", "text_column", "language", "vocab_size"), task)
-        data = pair_files(args, default_languages=DEFAULT_LANGUAGES)
-        prepare_options = dict(
-            src=src,
-            tgt=tgt,
-            max_pairs=args.max_pairs,
-            split_seed=args.split_seed,
-            source_vocab_size=args.source_vocab_size,
-            target_vocab_size=args.target_vocab_size,
-            joint_vocabulary=args.joint_vocabulary,
-            dictionary=_dictionary(args.dictionary, src, tgt),
-            dictionary_tag=args.dictionary_tag,
-            bidirectional=args.bidirectional,
-        )
-        if args.dictionary_tag and prepare_options["dictionary"] is None:
-            raise ValueError(
-                f"--dictionary-tag needs a dictionary, and --dictionary {args.dictionary} gives "
-                f"none for {src}→{tgt}; name one with --dictionary TSV."
-            )
-    else:
-        data = text_data(args, task)
-        prepare_options = dict(
-            max_examples=args.max_pairs, split_seed=args.split_seed, vocab_size=args.vocab_size
-        )
+    from keras_transformer.tasks.base import task_for
+
+    data, prepare_options = task_for(task).data_from_args(args)
     model_overrides = {
         name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name) is not None
     }
@@ -287,47 +262,3 @@ def _check_model_unchanged(run, stored_model, overrides):
             f"{run} is an existing run: its model cannot change, received {', '.join(changed)}; "
             "train another model in another folder."
         )
-
-
-def _dictionary(choice, src, tgt):
-    """The dictionary file of `--dictionary`: a path, the bundled one of the pair, or None."""
-    if choice == "none":
-        return None
-    if choice != "auto":
-        return choice
-    from keras_transformer.data.dictionary import bundled_dictionary
-
-    path = bundled_dictionary(src, tgt)
-    return None if path is None else str(path)
-
-
-def _refuse(args, names, task):
-    """One line naming the options given that `task` does not read."""
-    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name, None) not in (None, False)]
-    if given:
-        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not read by --task {task}.")
-
-
-def text_data(args, task):
-    """The `TextFile` ("lm") or `LabelledFile` ("classify") the options name (None: no --data)."""
-    from keras_transformer.data.corpus import LabelledFile
-    from keras_transformer.data.corpus import TextFile
-    from keras_transformer.data.corpus import text_column
-
-    _refuse(args, ("source_file", "target_file", "src", "tgt", "src_column", "tgt_column",
-                   "source_vocab_size", "target_vocab_size", "joint_vocabulary", "dictionary_tag",
-                   "bidirectional"),
-            task)
-    if task == "lm":
-        _refuse(args, ("label_column", "text_column"), task)
-        column, language = text_column(args.column)
-        return None if args.data is None else TextFile(args.data, column, args.language or language)
-    _refuse(args, ("column",), task)
-    if args.data is None:
-        return None
-    return LabelledFile(
-        args.data,
-        label_column=0 if args.label_column is None else args.label_column,
-        text_column=1 if args.text_column is None else args.text_column,
-        language=args.language,
-    )

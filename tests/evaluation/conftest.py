@@ -61,17 +61,4 @@ def export_dir(run_dir, tmp_path_factory):
     from keras_transformer.export.command import export_run
 
     base = str(tmp_path_factory.mktemp("export"))
-    return export_run(run_dir, "zh_en", base=base, beam=4, keras_file=False)
-
-
-@pytest.fixture
-def cli(capsys):
-    """Runs `keras-transformer ARGS...` in process; returns (exit code, stdout, stderr)."""
-    from keras_transformer.cli import main
-
-    def call(*args):
-        code = main([str(arg) for arg in args])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return call
+    return export_run(run_dir, "zh_en", base=base, beam=4, preset=False)

@@ -49,7 +49,7 @@ def test_export_search_settings_reach_the_manifest_and_bad_ones_are_one_line(
         assert expected in _one_error_line(err, "export")
         assert not base.exists() or not any(base.iterdir())
     code, _, _ = cli("export", "--run", run_dir, "--name", "zh_en", "--base", base,
-                     "--coverage", 0.4, "--no-keras")
+                     "--coverage", 0.4, "--no-preset")
     assert code == 0
     with open(base / "zh_en" / "1" / "manifest.json", encoding="utf-8") as file:
         assert json.load(file)["decoding"]["coverage"] == 0.4

@@ -195,7 +195,7 @@ def test_export_command_reads_the_task_labels_and_tokenizer_from_a_classify_run(
     from keras_transformer.export.command import export_run
     from keras_transformer.runs import RunDir
 
-    path = export_run(classify_run, "sentence_type", base=str(tmp_path), keras_file=False)
+    path = export_run(classify_run, "sentence_type", base=str(tmp_path), preset=False)
     manifest = json.load(open(os.path.join(path, "manifest.json")))
     labels = RunDir(classify_run).read_labels()
     assert manifest["task"] == "classify" and manifest["labels"] == labels

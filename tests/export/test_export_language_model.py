@@ -27,7 +27,7 @@ def exported(lm_run, tmp_path_factory):
     from keras_transformer.export.command import export_run
 
     base = tmp_path_factory.mktemp("export")
-    path = export_run(lm_run, "english", base=str(base), max_new_tokens=6, keras_file=False)
+    path = export_run(lm_run, "english", base=str(base), max_new_tokens=6, preset=False)
     return base, path
 
 
@@ -186,7 +186,7 @@ def test_export_command_line_passes_the_generation_settings(lm_run, tmp_path, ca
     from keras_transformer.cli import main
 
     assert main(["export", "--run", lm_run, "--name", "english", "--base", str(tmp_path),
-                 "--max-new-tokens", "5", "--max-length", "20", "--no-keras"]) == 0
+                 "--max-new-tokens", "5", "--max-length", "20", "--no-preset"]) == 0
     path = tmp_path / "english" / "1"
     assert f"exported {path}" in capsys.readouterr().out
     manifest = json.load(open(path / "manifest.json"))
