@@ -80,12 +80,12 @@ def warmup_for_every_signature(requests, signatures, texts):
     for key, function in signatures.items():
         if key in covered:
             continue
-        specs = function.structured_input_signature[1]
-        if any(spec.dtype != tf.string for spec in specs.values()):
+        specs = tf.nest.flatten(function.structured_input_signature)  # Named as exported.
+        if any(spec.dtype != tf.string for spec in specs):
             raise ValueError(
                 f"Signature {key!r} takes numbers and has no warmup request: give it one in "
                 "the module's warmup_requests().")
-        requests += [WarmupRequest(key, inputs={name: [text] for name in specs})
+        requests += [WarmupRequest(key, inputs={spec.name: [text] for spec in specs})
                      for text in texts]
     return requests
 

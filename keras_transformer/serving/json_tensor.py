@@ -416,6 +416,8 @@ def _array_bytes(name, array, deadline):
     array = np.asarray(array)
     if array.ndim == 0:
         return dumps(array_to_json(name, array))
+    if array.ndim > 1 and array[0].size > _VALUES_PER_PIECE:  # Rows too large: row by row.
+        return b"[" + b", ".join(_array_bytes(name, row, deadline) for row in array) + b"]"
     step = _rows_per_piece([array])
     pieces = []
     for start in range(0, array.shape[0], step):
