@@ -11,7 +11,8 @@ fixed-shape step (`LanguageModel.decode_token`, the translator's step without
 cross-attention) and rows of any lengths share a batch.
 
 Every setting is one value a row (as the export's `sample` signature takes them):
-`temperature` 0 is greedy; `top_k` 0 and `top_p` 1 turn those filters off. The
+`temperature` 0 is greedy; `top_k` 0 and `top_p` 1 turn those filters off; padding,
+the start token and the unknown piece are never generated, at any temperature. The
 randomness is stateless: row b's draw for the token at position t comes from
 `tf.random.stateless_uniform(seed=[seed_b, t])`, so a row's text depends on its
 own seed and prompt only, never on the other rows of the batch. (XLA draws other
@@ -33,6 +34,8 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
+from keras_transformer.constants import UNK_ID
+from keras_transformer.decoding.search import NEG_INF
 from keras_transformer.decoding.search import longest
 from keras_transformer.decoding.search import next_token_log_probs
 from keras_transformer.decoding.search import strip_end
@@ -49,6 +52,12 @@ def _row_uniforms(seeds, positions):
         pairs,
         fn_output_signature=tf.float32,
     )
+
+
+def _never_unknown(log_probs):
+    """(B, V) log-probabilities with the unknown piece banned like padding and BOS."""
+    unknown = tf.equal(tf.range(tf.shape(log_probs)[-1]), UNK_ID)
+    return tf.where(unknown, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
 def _inverse_cdf(probs, uniforms):
@@ -92,8 +101,10 @@ def choose_tokens(log_probs, temperature, top_k, top_p, seeds, positions, candid
 
     Args:
         log_probs: (B, V) float32 next-token log-probabilities
-            (`next_token_log_probs`: padding and the start token excluded).
-        temperature: (B,) float32; <= 0 picks the most probable token (greedy).
+            (`next_token_log_probs`: padding and the start token excluded, at
+            about NEG_INF; they stay excluded at every temperature).
+        temperature: (B,) float32; <= 0 picks the most probable token (greedy);
+            infinity draws uniformly among the tokens top-k and top-p keep.
         top_k: (B,) int32; k > 0 samples among the k most probable tokens only.
         top_p: (B,) float32; samples among the fewest most probable tokens (after
             top-k) whose probability reaches p (nucleus sampling; the most probable
@@ -115,16 +126,26 @@ def choose_tokens(log_probs, temperature, top_k, top_p, seeds, positions, candid
 
     def sample():
         safe_temperature = tf.where(sampling, temperature, 1.0)
-        log_p = tf.nn.log_softmax(log_probs / safe_temperature[:, None], axis=-1)
+        # Banned tokens stay impossible at any temperature (an infinite one would
+        # scale their NEG_INF to the others' 0); the rest are scaled.
+        allowed = log_probs > NEG_INF / 2
+        scaled = tf.where(allowed, log_probs / safe_temperature[:, None], -float("inf"))
+        log_p = tf.nn.log_softmax(scaled, axis=-1)
         uniforms = _row_uniforms(seeds, positions)
         vocab_size = log_p.shape[-1]  # static: the output projection's
 
         def plain_draw():  # the whole vocabulary in id order: no sort
             return _inverse_cdf(tf.exp(log_p), uniforms)
 
+        def ranked(count):
+            # Ranked by the unscaled log-probabilities: a huge temperature makes the
+            # scaled ones tie, and top_k would break ties towards the lowest ids.
+            order = tf.math.top_k(log_probs, k=count).indices
+            return tf.gather(log_p, order, batch_dims=1), order
+
         def filtered_draw():
             count = min(candidates, vocab_size)
-            best, order = tf.math.top_k(log_p, k=count)
+            best, order = ranked(count)
             # Rows whose kept tokens surely lie among the C best.
             within = ((top_k > 0) & (top_k <= count)) | (
                 (top_k <= 0) & (tf.reduce_sum(tf.exp(best), axis=-1) >= top_p)
@@ -132,8 +153,7 @@ def choose_tokens(log_probs, temperature, top_k, top_p, seeds, positions, candid
             return tf.cond(
                 tf.reduce_all(within | ~filtering),
                 lambda: _filtered_draw(best, order, top_k, top_p, uniforms),
-                lambda: _filtered_draw(*tf.math.top_k(log_p, k=vocab_size), top_k, top_p,
-                                       uniforms),
+                lambda: _filtered_draw(*ranked(vocab_size), top_k, top_p, uniforms),
             )
 
         never = tf.zeros_like(greedy)
@@ -217,6 +237,7 @@ class Generator:
                 starts from `bos_id`).
             max_new_tokens: new tokens at most, one int or (B,); a row also stops
                 at `max_length` tokens, prompt included (a longer prompt gets none).
+                Any int32 is accepted (clamped to [0, max_length]).
             temperature: one float or (B,); 0 = greedy.
             top_k: one int or (B,); 0 = off.
             top_p: one float in (0, 1] or (B,); 1 = off.
@@ -257,7 +278,9 @@ class Generator:
         first = tf.range(tf.shape(prompts)[1])[None, :] == 0
         prompts = tf.where(empty[:, None] & first, self.bos_id, prompts)
         prompt_lengths = tf.maximum(prompt_lengths, 1)
-        totals = prompt_lengths + tf.maximum(max_new_tokens, 0)
+        # Clamped before any arithmetic: a huge request cannot overflow int32.
+        max_new_tokens = tf.clip_by_value(max_new_tokens, 0, self.max_length)
+        totals = prompt_lengths + max_new_tokens
         if self.jit_compile:
             length = self.max_length  # XLA needs a static cache shape.
         else:
@@ -288,7 +311,7 @@ class Generator:
             position = index + 1
             positions = tf.fill([batch_size], position)
             chosen = choose_tokens(
-                next_token_log_probs(logits, bos_id=self.bos_id),
+                _never_unknown(next_token_log_probs(logits, bos_id=self.bos_id)),
                 temperature, top_k, top_p, seed, positions, self.candidates,
             )
             in_prompt = position < prompt_lengths

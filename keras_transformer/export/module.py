@@ -268,9 +268,10 @@ def _row_spec(dtype, name):
 class LanguageModelModule(ExportModule):
     """Continues prompts with a trained language model and its tokenizer.
 
-    The model reads BOS + text (as it was trained); a prompt too long to leave room
-    for its new subwords keeps its last ones, so the continuation follows the end
-    of the text. The continuation comes back as text that can be appended
+    The model reads BOS + text (as it was trained). In serving_default a prompt too
+    long to leave room for its new subwords keeps its last ones, so the continuation
+    follows the end of the text; `sample` refuses such a prompt, saying how many new
+    subwords it allows. The continuation comes back as text that can be appended
     to the prompt as it is: it starts with a space when the next word is a new one.
 
     Signatures:
@@ -303,22 +304,44 @@ class LanguageModelModule(ExportModule):
                              f"received {self.max_length}.")
         self.max_new_tokens = checks.check_positive_int("max_new_tokens", max_new_tokens)
 
-    def encode_prompt(self, text, max_new_tokens):
+    def encode_prompt(self, text, max_new_tokens, truncate=True):
         """(B,) strings → (B, P) int32 ids: BOS + the text's last subwords, 0-padded.
 
         A row keeps at most `max_length - 1 - max_new_tokens` subwords (at least
-        one), so that its new tokens fit.
+        one), so that its new tokens fit. With `truncate=False` a row that does
+        not fit fails instead (InvalidArgumentError, which the server answers
+        with 400), naming the largest max_new_tokens it allows.
         """
         ids = self.tokenizer.tokenize(text)
         lengths = tf.cast(ids.row_lengths(), tf.int32)
+        # Clamped before any arithmetic: a huge max_new_tokens cannot overflow int32.
+        max_new_tokens = tf.clip_by_value(max_new_tokens, 0, self.max_length)
+        if not truncate:
+            room = self.max_length - 1 - max_new_tokens
+            fits = lengths <= room
+            # The first row that does not fit (B when all do; the padding keeps it valid).
+            first = tf.reduce_sum(tf.cast(tf.equal(tf.cumsum(tf.cast(~fits, tf.int32)), 0),
+                                          tf.int32))
+            length = tf.concat([lengths, [0]], 0)[first]
+            asked = tf.concat([max_new_tokens, [0]], 0)[first]
+            message = tf.strings.format(
+                "text {} has {} subwords and asks for max_new_tokens {}: together with the "
+                "start token they exceed the model's {} positions; lower max_new_tokens to at "
+                "most {} or shorten the text",
+                (first, length, asked, self.max_length,
+                 tf.maximum(self.max_length - 1 - length, 0)))
+            with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(fits), [message])]):
+                lengths = tf.identity(lengths)
         keep = tf.clip_by_value(self.max_length - 1 - max_new_tokens, 1, self.max_length - 2)
         ids = tf.gather(ids, tf.ragged.range(tf.maximum(lengths - keep, 0), lengths),
                         batch_dims=1)
         bos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(text)[0], 1], BOS_ID))
         return tf.concat([bos, ids], axis=1).to_tensor(default_value=PAD_ID)
 
-    def continue_text(self, text, temperature, top_k, top_p, seed, max_new_tokens):
-        """The continuations (B,) of the prompts `text` (B,), one setting a row."""
+    def continue_text(self, text, temperature, top_k, top_p, seed, max_new_tokens,
+                      truncate=True):
+        """The continuations (B,) of the prompts `text` (B,), one setting a row
+        (`truncate`: see `encode_prompt`)."""
         rows = tf.shape(text)
         checks_ = [
             tf.debugging.assert_equal(
@@ -328,7 +351,7 @@ class LanguageModelModule(ExportModule):
                                 ("top_p", top_p), ("seed", seed),
                                 ("max_new_tokens", max_new_tokens))]
         with tf.control_dependencies(checks_):
-            prompt = self.encode_prompt(text, max_new_tokens)
+            prompt = self.encode_prompt(text, max_new_tokens, truncate)
         new = self.generator.generate(prompt, max_new_tokens=max_new_tokens,
                                       temperature=temperature, top_k=top_k, top_p=top_p,
                                       seed=seed)["tokens"]
@@ -355,9 +378,12 @@ class LanguageModelModule(ExportModule):
         _row_spec(tf.float32, "top_p"), _row_spec(tf.int64, "seed"),
         _row_spec(tf.int32, "max_new_tokens")])
     def sample(self, text, temperature, top_k, top_p, seed, max_new_tokens):
-        """text and one setting per row (B,) → generation (B,): a sampled continuation."""
+        """text and one setting per row (B,) → generation (B,): a sampled continuation.
+
+        A text too long for its max_new_tokens fails (400 from a server) instead of
+        losing its beginning."""
         return {"generation": self.continue_text(
-            text, temperature, top_k, top_p, seed, max_new_tokens)}
+            text, temperature, top_k, top_p, seed, max_new_tokens, truncate=False)}
 
     def signature_functions(self):
         return {
@@ -366,11 +392,13 @@ class LanguageModelModule(ExportModule):
         }
 
     def warmup_requests(self, texts):
-        # The signature's dtypes: a plain list of ints would be sent as int32.
+        # The signature's dtypes: a plain list of ints would be sent as int32. One new
+        # subword: `sample` refuses a text too long for its max_new_tokens, and a
+        # warmup request that fails fails the load.
         settings = {"temperature": np.array([0.8], np.float32),
                     "top_k": np.array([40], np.int32), "top_p": np.array([0.95], np.float32),
                     "seed": np.array([1], np.int64),
-                    "max_new_tokens": np.array([self.max_new_tokens], np.int32)}
+                    "max_new_tokens": np.array([1], np.int32)}
         return super().warmup_requests(texts) + [
             WarmupRequest("sample", inputs={"text": [text], **settings}) for text in texts]
 

@@ -59,6 +59,39 @@ class WarmupRequest:
     classify_texts: list | None = None
 
 
+def warmup_for_every_signature(requests, signatures, texts):
+    """`requests` plus one per text for each signature they leave out, so no first call is cold.
+
+    A signature left out whose inputs are all strings gets each text in each
+    input; one that also takes numbers needs its module to say which (its
+    `warmup_requests`).
+
+    Args:
+        requests: the module's `WarmupRequest`s.
+        signatures: {signature key: concrete function}, as exported.
+        texts: the warmup texts.
+
+    Returns:
+        The list of `WarmupRequest`s.
+
+    Raises:
+        ValueError: for a signature left out that takes numbers.
+    """
+    requests = list(requests)
+    covered = {request.signature_name for request in requests}
+    for key, function in signatures.items():
+        if key in covered:
+            continue
+        specs = tf.nest.flatten(function.structured_input_signature)  # Named as exported.
+        if any(spec.dtype != tf.string for spec in specs):
+            raise ValueError(
+                f"Signature {key!r} takes numbers and has no warmup request: give it one in "
+                "the module's warmup_requests().")
+        requests += [WarmupRequest(key, inputs={spec.name: [text] for spec in specs})
+                     for text in texts]
+    return requests
+
+
 def write_warmup_requests(path, model_name, requests):
     """Writes `WarmupRequest`s as TF Serving's warmup file (TFRecord of PredictionLogs)."""
     from tensorflow_serving.apis import classification_pb2
@@ -157,8 +190,8 @@ def write_export(
         name: the model name, a plain identifier.
         version: integer version; default one above the latest present.
         overwrite: replace an existing version (otherwise `FileExistsError`).
-        warmup_texts: sentences replayed by TF Serving before the version serves
-            (through the module's `warmup_requests`).
+        warmup_texts: sentences replayed by TF Serving before the version serves,
+            on every signature (`warmup_for_every_signature`).
         manifest: JSON-serialisable dict written as manifest.json.
         preset: a task object (`keras_transformer.tasks.Task`) saved as preset/.
         asset_files: files copied into assets/ (the tokenizer models).
@@ -181,7 +214,8 @@ def write_export(
         )
     temporary = os.path.join(model_base, f"{_TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        tf.saved_model.save(module, temporary, signatures=module.signatures())
+        signatures = module.signatures()
+        tf.saved_model.save(module, temporary, signatures=signatures)
         set_method_names(temporary, module.method_names())
         assets = os.path.join(temporary, "assets")
         os.makedirs(assets, exist_ok=True)
@@ -190,8 +224,10 @@ def write_export(
         extra = os.path.join(temporary, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         if warmup_texts:
-            write_warmup_requests(os.path.join(extra, WARMUP_FILE), name,
-                                  module.warmup_requests(list(warmup_texts)))
+            texts = list(warmup_texts)
+            write_warmup_requests(
+                os.path.join(extra, WARMUP_FILE), name,
+                warmup_for_every_signature(module.warmup_requests(texts), signatures, texts))
         with open(os.path.join(temporary, MANIFEST_FILE), "w", encoding="utf-8") as file:
             json.dump({"name": name, "version": version, **(manifest or {})}, file,
                       indent=2, ensure_ascii=False)

@@ -17,20 +17,25 @@ import time
 
 import numpy as np
 
+from keras_transformer.serving import budgets
 from keras_transformer.serving import errors
 
 _log = logging.getLogger(__name__)
 
 
 class _Task:
-    __slots__ = ("inputs", "size", "future", "enqueued_at", "deadline")
+    __slots__ = ("inputs", "size", "future", "enqueued_at", "deadline", "cancelled")
 
-    def __init__(self, inputs, size, deadline):
+    def __init__(self, inputs, size, deadline, cancelled):
         self.inputs = inputs
         self.size = size
         self.future = concurrent.futures.Future()
         self.enqueued_at = time.monotonic()
         self.deadline = deadline
+        self.cancelled = cancelled
+
+    def abandoned(self, now):
+        return self.deadline <= now or (self.cancelled is not None and self.cancelled.is_set())
 
 
 def _task_size(inputs):
@@ -45,8 +50,10 @@ class BatchScheduler:
     """Queues requests for one signature and runs them in merged batches.
 
     Args:
-        run_batch: callable(dict name -> array (B, ...)) -> dict name -> array
-            (B, ...); called once per batch from a batch thread.
+        run_batch: callable(dict name -> array (B, ...), should_stop) -> dict
+            name -> array (B, ...); called once per batch from a batch thread.
+            `should_stop()` turns True once every request of the batch is past
+            its deadline or cancelled (see `budgets.run_sliced`).
         options: a `config.BatchingOptions`.
         name: used in thread names and logs.
         on_batch: optional callable(batch_size), e.g. a metrics hook.
@@ -54,6 +61,8 @@ class BatchScheduler:
     Example:
         scheduler = BatchScheduler(signature.run, BatchingOptions(max_batch_size=8))
         rows = scheduler.submit({"text": np.array([b"hi"], object)}).result()
+
+    where `run` is e.g. `lambda inputs, should_stop: signature.run(inputs)`.
     """
 
     def __init__(self, run_batch, options, name="batch", on_batch=None):
@@ -72,13 +81,14 @@ class BatchScheduler:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, inputs, deadline=None):
+    def submit(self, inputs, deadline=None, cancelled=None):
         """Enqueues one request.
 
         Args:
             inputs: checked inputs, every array (B, ...) with the same B.
             deadline: monotonic time after which the request is dropped from
                 the queue (DEADLINE_EXCEEDED) instead of run; None: never.
+            cancelled: optional `threading.Event` set when the client left.
 
         Returns:
             A `concurrent.futures.Future` resolving to this request's outputs.
@@ -93,7 +103,7 @@ class BatchScheduler:
             raise errors.invalid_argument(
                 f"Task size {size} is larger than maximum input batch size "
                 f"{self._options.max_batch_size}")
-        task = _Task(inputs, size, float("inf") if deadline is None else deadline)
+        task = _Task(inputs, size, float("inf") if deadline is None else deadline, cancelled)
         with self._condition:
             if self._stopping:
                 raise errors.ServingError("UNAVAILABLE", "Batch scheduler is shutting down")
@@ -161,7 +171,7 @@ class BatchScheduler:
             now = time.monotonic()
             batch = [task for task in batch if task.future.set_running_or_notify_cancel()]
             for task in batch:
-                if task.deadline <= now:
+                if task.abandoned(now):
                     task.future.set_exception(errors.ServingError(
                         "DEADLINE_EXCEEDED", "Deadline Exceeded before the batch started"))
             batch = [task for task in batch if not task.future.done()]
@@ -170,10 +180,12 @@ class BatchScheduler:
 
     def _process(self, batch):
         try:
+            should_stop = lambda: all(task.abandoned(time.monotonic())  # noqa: E731
+                                      for task in batch)
             if len(batch) == 1:
-                results = [self._run(batch[0].inputs, batch[0].size)]
+                results = [self._run(batch[0].inputs, batch[0].size, should_stop)]
             else:
-                results = self._run_merged(batch)
+                results = self._run_merged(batch, should_stop)
         except Exception as error:  # Delivered to every waiting request.
             failure = errors.from_exception(error)
             for task in batch:
@@ -182,28 +194,28 @@ class BatchScheduler:
         for task, result in zip(batch, results):
             task.future.set_result(result)
 
-    def _run(self, inputs, size):
+    def _run(self, inputs, size, should_stop):
         if self._on_batch is not None:
             self._on_batch(size)
-        return self._run_batch(inputs)
+        return self._run_batch(inputs, should_stop)
 
-    def _run_merged(self, batch):
+    def _run_merged(self, batch, should_stop):
         sizes = [task.size for task in batch]
         total = sum(sizes)
         padded_total = self._padded_size(total)
         merged = {}
         for name in batch[0].inputs:
-            arrays = _pad_to_common_shape([task.inputs[name] for task in batch])
+            arrays = budgets.pad_to_common_shape([task.inputs[name] for task in batch])
             if padded_total > total:  # Fill up to an allowed batch size.
                 filler = np.repeat(arrays[0][:1], padded_total - total, axis=0)
                 arrays.append(filler)
             merged[name] = np.concatenate(arrays, axis=0)
-        outputs = self._run(merged, padded_total)
+        outputs = self._run(merged, padded_total, should_stop)
         if any(np.ndim(value) == 0 or np.shape(value)[0] != padded_total
                for value in outputs.values()):
             # An output without a batch dimension cannot be split: run alone.
             _log.warning("Batched outputs are not split along axis 0; running requests one by one")
-            return [self._run(task.inputs, task.size) for task in batch]
+            return [self._run(task.inputs, task.size, should_stop) for task in batch]
         results, offset = [], 0
         for size in sizes:
             results.append({name: value[offset:offset + size] for name, value in outputs.items()})
@@ -215,21 +227,3 @@ class BatchScheduler:
             if allowed >= total:
                 return allowed
         return total
-
-
-def _pad_to_common_shape(arrays):
-    """Pads (B, ...) arrays to the largest trailing shape with their first value.
-
-    TF Serving's pad_variable_length_inputs pads with each tensor's first
-    element; arrays that already agree are returned unchanged.
-    """
-    target = tuple(max(sizes) for sizes in zip(*(a.shape[1:] for a in arrays)))
-    padded = []
-    for array in arrays:
-        if array.shape[1:] == target:
-            padded.append(array)
-            continue
-        widths = [(0, 0)] + [(0, t - s) for s, t in zip(array.shape[1:], target)]
-        fill = array.flat[0] if array.size else (b"" if array.dtype == object else 0)
-        padded.append(np.pad(array, widths, mode="constant", constant_values=fill))
-    return padded

@@ -18,6 +18,7 @@ Shapes: B examples, C classes.
 import numpy as np
 from tensorflow_serving.apis import classification_pb2
 
+from keras_transformer.serving import budgets
 from keras_transformer.serving import errors
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -78,26 +79,48 @@ def find_signature(servable, signature_name, method_name_check=False):
     return servable.signature(key)
 
 
-def signature_inputs(signature, request_input):
+def signature_inputs(signature, request_input, max_bytes=None):
     """The checked inputs {"inputs": (B,) serialized examples} of a request's `Input`."""
-    return signature.check_inputs({INPUTS: serialized_examples(request_input)})
+    return signature.check_inputs({INPUTS: serialized_examples(request_input, max_bytes)})
 
 
-def serialized_examples(request_input):
+def serialized_examples(request_input, max_bytes=None):
     """The (B,) object array of serialized examples an `Input` proto holds.
 
+    Args:
+        request_input: an `input_pb2.Input`.
+        max_bytes: refuse examples of more bytes in all than this (None: no
+            limit), the context counted once per example (it is copied into
+            each); checked before anything is serialized.
+
     Raises:
-        ServingError: INVALID_ARGUMENT when the input holds no example.
+        ServingError: INVALID_ARGUMENT when the input holds no example;
+            RESOURCE_EXHAUSTED over `max_bytes`.
     """
     kind = request_input.WhichOneof("kind")
     if kind == "example_list":
-        rows = [example.SerializeToString() for example in request_input.example_list.examples]
+        examples, context = request_input.example_list.examples, None
     elif kind == "example_list_with_context":
         listed = request_input.example_list_with_context
-        context = listed.context.SerializeToString()
-        rows = [context + example.SerializeToString() for example in listed.examples]
+        examples, context = listed.examples, listed.context
     else:
-        rows = []
+        examples, context = [], None
+    if max_bytes is not None:
+        size = sum(example.ByteSize() for example in examples)
+        if context is not None:
+            size += context.ByteSize() * len(examples)
+        if size > max_bytes:
+            what = f"The {len(examples)} examples"
+            advice = "send fewer examples per request"
+            if context is not None:
+                what += " with the context copied into each"
+                advice += ", or a smaller context"
+            raise budgets.request_too_large(what, size, max_bytes, advice)
+    if context is None:
+        rows = [example.SerializeToString() for example in examples]
+    else:
+        context_bytes = context.SerializeToString()
+        rows = [context_bytes + example.SerializeToString() for example in examples]
     if not rows:
         raise errors.invalid_argument("Input is empty.")
     array = np.empty(len(rows), dtype=object)

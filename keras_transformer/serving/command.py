@@ -136,12 +136,21 @@ def add_arguments(parser):
         help="Most rows in one request.")
     add("--max_values_per_input", type=int, default=limits.max_elements,
         help="Most values in one input tensor of a request.")
+    add("--max_request_tensor_bytes", type=int, default=limits.max_tensor_bytes,
+        help="Most bytes of a request's decoded input tensors (a Classify context counts "
+             "once per example).")
+    add("--max_response_bytes", type=int, default=limits.max_response_bytes,
+        help="Most bytes of output tensors one request may produce, before encoding.")
+    add("--max_rows_per_model_call", type=int, default=limits.max_rows_per_call,
+        help="Larger requests run in slices of this many rows, the deadline checked between "
+             "slices: work whose client left stops within one slice.")
     add("--idle_timeout_seconds", type=float, default=limits.idle_timeout_s,
         help="Close a connection that completes no request for this long.")
     add("--shutdown_grace_seconds", type=float, default=options.shutdown_grace_s,
         help="On SIGTERM/SIGINT, how long in-flight requests may finish before the process "
              "exits anyway; a second signal exits at once.")
-    add("--num_model_threads", type=int, default=None, help="Threads for model calls.")
+    add("--num_model_threads", type=int, default=None,
+        help="Threads for model calls, per model (default: the CPUs, at least 2).")
     _bool_flag(add, "--web_page", True,
                "Serve the page (translation, generation or classification) at / (on the "
                "REST port); --web_page=false turns it off.")
@@ -170,7 +179,8 @@ def options_from_args(args):
     for name in ignored_flags(args):
         _log.warning("--%s is a tensorflow_model_server flag this server ignores", name)
     for name in ("rest_api_timeout_in_ms", "max_request_bytes", "max_instances_per_request",
-                 "max_values_per_input", "num_request_iterations_for_warmup"):
+                 "max_values_per_input", "max_request_tensor_bytes", "max_response_bytes",
+                 "max_rows_per_model_call", "num_request_iterations_for_warmup"):
         if getattr(args, name) < 1:
             raise config_lib.ConfigError(f"--{name} must be positive, got {getattr(args, name)}")
     for name in ("max_num_load_retries", "load_retry_interval_micros", "num_load_threads",
@@ -211,6 +221,9 @@ def options_from_args(args):
             max_body_bytes=args.max_request_bytes,
             max_instances=args.max_instances_per_request,
             max_elements=args.max_values_per_input,
+            max_tensor_bytes=args.max_request_tensor_bytes,
+            max_response_bytes=args.max_response_bytes,
+            max_rows_per_call=args.max_rows_per_model_call,
             request_timeout_s=args.rest_api_timeout_in_ms / 1000,
             idle_timeout_s=args.idle_timeout_seconds),
         enable_model_warmup=args.enable_model_warmup,

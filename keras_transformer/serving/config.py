@@ -302,14 +302,28 @@ class ServingLimits:
         max_body_bytes: largest REST body / gRPC message accepted.
         max_instances: most rows (size of axis 0) of any input in one request.
         max_elements: most values in any one input tensor of a request.
+        max_tensor_bytes: most bytes of a request's decoded input tensors
+            (numbers at their width, strings at their length; a Classify
+            context counts once per example, as it is copied into each).
+        max_response_bytes: most bytes of the output tensors one request may
+            produce (counted as `max_tensor_bytes`), before any is encoded.
+        max_rows_per_call: a request of more rows runs as slices of this many,
+            its deadline checked between them, so abandoned work stops within
+            one slice.
         request_timeout_s: a request's deadline, counted from its arrival: a
-            model call not started by then never starts, and a client still
-            waiting then gets DEADLINE_EXCEEDED (HTTP 504).
+            model call not started by then never starts, one running stops at
+            its next slice, and a client still waiting then gets
+            DEADLINE_EXCEEDED (HTTP 504). Encoding the response counts too.
+        idle_timeout_s: a connection that completes no request for this long
+            is closed.
     """
 
     max_body_bytes: int = 4 * 1024 * 1024
     max_instances: int = 1000
     max_elements: int = 1 << 24
+    max_tensor_bytes: int = 64 * 1024 * 1024
+    max_response_bytes: int = 16 * 1024 * 1024
+    max_rows_per_call: int = 8
     request_timeout_s: float = 30.0
     idle_timeout_s: float = 60.0
 
@@ -334,7 +348,9 @@ class ServerOptions:
         signature_method_name_check: Classify only signatures whose method name
             is tensorflow/serving/classify (TF Serving's
             --enable_signature_method_name_check; off by default, as there).
-        num_model_threads: threads for unbatched model calls.
+        num_model_threads: threads for unbatched model calls, per model, so one
+            model's calls never hold the threads another needs (None: the
+            number of CPUs, at least 2).
         web_page: serve the model page at "/" (False: "/" answers 404).
         static_dir: folder whose index.html (and other top-level files) are served
             at "/" instead of the packaged page, `WEB_PAGE_DIR`.

@@ -79,7 +79,8 @@ def from_exception(error):
     """Wraps any exception raised while running a model as a ServingError.
 
     TensorFlow's own errors keep their code (a bad input value inside the graph
-    is INVALID_ARGUMENT, as in TF Serving); argument-binding errors are
+    is INVALID_ARGUMENT, as in TF Serving), and so does their message when it
+    quotes bytes that are not UTF-8; argument-binding errors are
     INVALID_ARGUMENT; anything else is INTERNAL.
     """
     if isinstance(error, ServingError):
@@ -89,6 +90,11 @@ def from_exception(error):
     if isinstance(error, tf.errors.OpError):
         name = CODE_NAMES.get(error.error_code, "UNKNOWN")
         return ServingError(name, error.message)
+    if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
+        # TensorFlow could not decode its own error message, which quotes the
+        # request's bytes (a parse op's "Could not parse example input, value:
+        # '...'"): the message itself says what failed.
+        return invalid_argument(error.object.decode("utf-8", errors="backslashreplace"))
     if isinstance(error, (TypeError, ValueError)):
         return invalid_argument(str(error))
     return ServingError("INTERNAL", f"{type(error).__name__}: {error}")

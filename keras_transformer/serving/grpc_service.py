@@ -83,7 +83,8 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
             target = core.resolve(spec.name, version, label, spec.signature_name,
                                   request.output_filter)
             with target.release_on_error():
-                inputs = {name: tensors.tensor_from_proto(proto, core.limits.max_elements)
+                inputs = {name: tensors.tensor_from_proto(proto, core.limits.max_elements,
+                                                          core.limits.max_tensor_bytes)
                           for name, proto in request.inputs.items()}
                 inputs = target.signature.check_inputs(inputs)
             return target, inputs
@@ -100,7 +101,7 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
         async def compute():
             target, inputs = await core.decode(decode)
             outputs = await core.infer(target, inputs, deadline)
-            return await core.decode(encode, target, outputs)
+            return await core.encode(encode, deadline, target, outputs)
 
         return await self._answer("predict", spec.name, context, compute)
 
@@ -135,7 +136,8 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
             version, label = _version_choice(spec)
             target = core.resolve_classification(spec.name, version, label, spec.signature_name)
             with target.release_on_error():
-                inputs = classifier.signature_inputs(target.signature, request.input)
+                inputs = classifier.signature_inputs(target.signature, request.input,
+                                                     core.limits.max_tensor_bytes)
             return target, inputs
 
         def encode(target, outputs, num_examples):
@@ -149,7 +151,8 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
         async def compute():
             target, inputs = await core.decode(decode)
             outputs = await core.infer(target, inputs, deadline)
-            return await core.decode(encode, target, outputs, len(inputs[classifier.INPUTS]))
+            return await core.encode(encode, deadline, target, outputs,
+                                     len(inputs[classifier.INPUTS]))
 
         return await self._answer("classify", spec.name, context, compute)
 

@@ -7,10 +7,18 @@ KServe's endpoints and data plane:
    parsing a large body never stalls the event loop. Inside it the endpoint calls
    `resolve` (takes a handle on the version, finds the signature) and converts the
    request to typed tensors against that signature, checking the limits first.
-2. `ServingCore.infer(target, inputs, deadline)` runs the call on a model thread
-   (or hands it to the signature's batch scheduler). A call whose deadline passed
-   before it started never runs.
-3. The endpoint encodes the outputs.
+2. `ServingCore.infer(target, inputs, deadline)` runs the call on a thread of the
+   model's own pool (or hands it to the signature's batch scheduler), in slices
+   of rows with the deadline checked between them (`budgets.run_sliced`). A
+   call whose deadline passed before it started never runs; one whose deadline
+   passes, or whose client leaves, stops at its next slice. Each model has its
+   own threads, so one model's work (abandoned or not) never holds the threads
+   another model's requests need.
+3. `ServingCore.encode(work, deadline, ...)` encodes the outputs on a worker
+   thread, within the same deadline.
+
+Status and metadata requests never reach these pools: they answer from the
+registry on the event loop.
 
 The handle on the version is released when the call has really finished, even
 if the client's deadline expired first, so a version is never unloaded under a
@@ -26,6 +34,7 @@ import time
 
 from tensorflow_serving.apis import get_model_status_pb2
 
+from keras_transformer.serving import budgets
 from keras_transformer.serving import classifier
 from keras_transformer.serving import errors
 
@@ -49,16 +58,13 @@ def model_status_response(status_rows):
     return response
 
 
-def deadline_exceeded(message="Deadline Exceeded"):
-    return errors.ServingError("DEADLINE_EXCEEDED", message)
-
-
-def _run_unless_expired(run, inputs, deadline):
-    # A model call cannot be stopped once started, so the last chance to honour
-    # a deadline is here, just before it starts.
+def _run_call(signature, inputs, limits, deadline, cancelled):
+    # The last chance to honour a deadline at no cost is here, before the call
+    # starts; after that, between its slices.
     if time.monotonic() >= deadline:
-        raise deadline_exceeded("Deadline Exceeded before the model call started")
-    return run(inputs)
+        raise budgets.deadline_exceeded("Deadline Exceeded before the model call started")
+    return budgets.run_sliced(signature, inputs, limits.max_rows_per_call,
+                              limits.max_response_bytes, budgets.stopper(deadline, cancelled))
 
 
 class Target:
@@ -75,6 +81,7 @@ class Target:
 
     def __init__(self, handle, signature, output_filter=()):
         self._handle = handle
+        self.model_name = handle.model_name
         self.version = handle.version
         self.signature = signature
         self.output_filter = tuple(output_filter)
@@ -126,7 +133,7 @@ class ServingCore:
         limits: `config.ServingLimits`.
         metrics: a `metrics.ServingMetrics`.
         num_threads: worker threads for model calls not handled by a batch
-            scheduler.
+            scheduler, per model (None: the CPUs, at least 2).
         num_decode_threads: worker threads that parse and encode requests
             (TF Serving's --rest_api_num_threads).
         method_name_check: Classify also requires the signature's method name
@@ -140,12 +147,27 @@ class ServingCore:
         self.metrics = metrics
         self.method_name_check = method_name_check
         cpus = os.cpu_count() or 1
+        self._threads_per_model = num_threads or max(2, cpus)
+        self._model_pools = {}  # Model name -> its own ThreadPoolExecutor.
+        self._pools_lock = threading.Lock()
+        # Administrative work (config reloads): never queued behind inference.
         self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=num_threads or min(32, cpus + 4), thread_name_prefix="model-call")
+            max_workers=2, thread_name_prefix="admin")
         self.decoder = concurrent.futures.ThreadPoolExecutor(
             max_workers=num_decode_threads or min(16, cpus * 4), thread_name_prefix="decode")
         self._in_flight = set()  # Model-call futures not yet done (shutdown drains them).
         self._in_flight_lock = threading.Lock()
+
+    def model_pool(self, model_name):
+        """The thread pool that runs `model_name`'s unbatched calls (made on first use)."""
+        with self._pools_lock:
+            pool = self._model_pools.get(model_name)
+            if pool is None:
+                pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._threads_per_model,
+                    thread_name_prefix=f"model-{model_name}")
+                self._model_pools[model_name] = pool
+            return pool
 
     def metrics_model_name(self, name):
         """The model_name metrics label: unknown names collapse to ""."""
@@ -175,6 +197,19 @@ class ServingCore:
         except asyncio.CancelledError:
             future.add_done_callback(_release_targets)
             raise
+
+    async def encode(self, work, deadline, *args):
+        """Runs `work(*args)` (building a response) on a decode thread, within `deadline`.
+
+        The encoding itself is bounded by --max_response_bytes; a client whose
+        deadline passes meanwhile gets DEADLINE_EXCEEDED at once.
+        """
+        future = self.decoder.submit(work, *args)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future),
+                                          max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise budgets.deadline_exceeded("Deadline Exceeded while encoding the response") from None
 
     def resolve(self, name, version, label, signature_name, output_filter=()):
         """Takes a handle on the requested version and finds the signature.
@@ -238,26 +273,37 @@ class ServingCore:
         Raises:
             ServingError: with the code TF Serving would answer.
         """
+        limits = self.limits
+        cancelled = threading.Event()  # Set when the client stops waiting.
         with target:
             self._check_rows(inputs)
+            budgets.check_request_bytes(inputs, limits.max_tensor_bytes)
             batcher = target.batcher()
             if batcher is not None:
-                future = batcher.submit(inputs, deadline)
+                future = batcher.submit(inputs, deadline, cancelled)
             else:
-                future = self.executor.submit(
-                    _run_unless_expired, target.signature.run, inputs, deadline)
+                future = self.model_pool(target.model_name).submit(
+                    _run_call, target.signature, inputs, limits, deadline, cancelled)
             target.release_when_done(future)
             self._track(future)
         try:
-            # On timeout the future is cancelled: a call still queued never starts.
+            # On timeout the future is cancelled: a call still queued never starts,
+            # and `cancelled` stops a running one at its next slice.
             outputs = await asyncio.wait_for(asyncio.wrap_future(future),
                                              max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
-            raise deadline_exceeded() from None
+            cancelled.set()
+            raise budgets.deadline_exceeded() from None
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         except Exception as error:
             raise errors.from_exception(error) from error
         if target.output_filter:
             outputs = {k: v for k, v in outputs.items() if k in target.output_filter}
+        if batcher is not None:  # A merged batch's outputs are checked request by request.
+            budgets.check_response_bytes(target.signature.name, outputs,
+                                         limits.max_response_bytes)
         return outputs
 
     def _check_rows(self, inputs):
@@ -308,5 +354,7 @@ class ServingCore:
         future.add_done_callback(forget)
 
     def shutdown(self):
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        self.decoder.shutdown(wait=False, cancel_futures=True)
+        with self._pools_lock:
+            pools = list(self._model_pools.values())
+        for pool in [self.executor, self.decoder, *pools]:
+            pool.shutdown(wait=False, cancel_futures=True)

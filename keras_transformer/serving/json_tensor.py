@@ -13,6 +13,7 @@ same error messages where a client may rely on them. Classify requests
 import base64
 import binascii
 import json
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -50,6 +51,23 @@ def _json_type(value):
     return "Number"
 
 
+class _NumberTooBig(ValueError):
+    pass
+
+
+# Digits of the largest double (1.8e308): a longer integer is no number any tensor
+# holds, and Python's int() refuses more than 4300 digits with a bare ValueError.
+_MAX_INTEGER_DIGITS = 309
+
+
+def _parse_int(text):
+    digits = len(text) - text.startswith("-")
+    if digits > _MAX_INTEGER_DIGITS:
+        shown = text[:20] + "..."
+        raise _NumberTooBig(f"Number too big to be stored in double: {shown} ({digits} digits)")
+    return int(text)
+
+
 def parse_body(body):
     """Parses a request body as a JSON object.
 
@@ -61,7 +79,8 @@ def parse_body(body):
 
     Raises:
         ServingError: INVALID_ARGUMENT for an empty body, bytes that are not
-            UTF-8, malformed JSON, or a top level that is not an object.
+            UTF-8, malformed JSON (an integer beyond any double included), or a
+            top level that is not an object.
     """
     if not body:
         raise errors.invalid_argument("JSON Parse error: The document is empty")
@@ -71,10 +90,12 @@ def parse_body(body):
         raise errors.invalid_argument(
             f"JSON Parse error: Invalid encoding in string. at offset: {error.start}") from None
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as error:
         raise errors.invalid_argument(
             f"JSON Parse error: {error.msg} at offset: {error.pos}") from None
+    except _NumberTooBig as error:
+        raise errors.invalid_argument(f"JSON Parse error: {error}") from None
     except RecursionError:
         raise errors.invalid_argument("JSON Parse error: nested too deeply") from None
     if not isinstance(document, dict):
@@ -368,23 +389,70 @@ def _float32_to_json(array):
     return as_text.astype(np.float64).tolist()
 
 
-def outputs_to_response(outputs, request_format):
-    """Builds the predict response body for the request's format.
+# Values converted and written per piece of a response: between pieces other
+# threads (the event loop answering status requests) get the interpreter, and the
+# deadline is checked.
+_VALUES_PER_PIECE = 1 << 16
+
+
+def _rows_per_piece(arrays):
+    values = sum(int(np.prod(np.shape(a)[1:], dtype=np.int64)) for a in arrays)
+    return max(1, _VALUES_PER_PIECE // max(1, values))
+
+
+def _check_deadline(deadline):
+    if deadline is not None and time.monotonic() >= deadline:
+        raise errors.ServingError(
+            "DEADLINE_EXCEEDED", "Deadline Exceeded while encoding the response")
+
+
+def _join_list(pieces):
+    """`[a, b, ...]` from the JSON texts of lists' contents (empty pieces skipped)."""
+    return b"[" + b", ".join(piece for piece in pieces if piece) + b"]"
+
+
+def _array_bytes(name, array, deadline):
+    """The JSON text of one output array, written a piece of rows at a time."""
+    array = np.asarray(array)
+    if array.ndim == 0:
+        return dumps(array_to_json(name, array))
+    if array.ndim > 1 and array[0].size > _VALUES_PER_PIECE:  # Rows too large: row by row.
+        return b"[" + b", ".join(_array_bytes(name, row, deadline) for row in array) + b"]"
+    step = _rows_per_piece([array])
+    pieces = []
+    for start in range(0, array.shape[0], step):
+        _check_deadline(deadline)
+        pieces.append(dumps(array_to_json(name, array[start:start + step]))[1:-1])
+    return _join_list(pieces)
+
+
+def predict_response_bytes(outputs, request_format, deadline=None):
+    """The predict response body for the request's format, as JSON bytes.
+
+    Written a piece of rows at a time, so that a large response neither holds
+    the interpreter for long nor runs past the request's deadline.
 
     Args:
         outputs: dict {output name: numpy array}.
         request_format: ROW or COLUMNAR.
+        deadline: monotonic time after which encoding stops (None: never).
 
     Returns:
-        `{"predictions": [...]}` or `{"outputs": ...}`.
+        The bytes of `{"predictions": [...]}` or `{"outputs": ...}`.
+
+    Raises:
+        ServingError: INVALID_ARGUMENT for outputs the format cannot hold,
+            DEADLINE_EXCEEDED past the deadline.
     """
     if not outputs:
         raise errors.invalid_argument("Cannot convert empty tensor map to JSON")
     names = sorted(outputs)
     if request_format == COLUMNAR:
         if len(names) == 1:
-            return {"outputs": array_to_json(names[0], outputs[names[0]])}
-        return {"outputs": {name: array_to_json(name, outputs[name]) for name in names}}
+            return b'{"outputs": ' + _array_bytes(names[0], outputs[names[0]], deadline) + b"}"
+        members = [dumps(name) + b": " + _array_bytes(name, outputs[name], deadline)
+                   for name in names]
+        return b'{"outputs": {' + b", ".join(members) + b"}}"
     batch_size = None
     for name in names:
         shape = np.shape(outputs[name])
@@ -395,10 +463,16 @@ def outputs_to_response(outputs, request_format):
                 f"Tensor name: {name} has inconsistent batch size: {shape[0]} "
                 f"expecting: {batch_size}")
         batch_size = shape[0]
-    columns = {name: array_to_json(name, outputs[name]) for name in names}
     if len(names) == 1:
-        return {"predictions": columns[names[0]]}
-    return {"predictions": [{name: columns[name][i] for name in names} for i in range(batch_size)]}
+        return b'{"predictions": ' + _array_bytes(names[0], outputs[names[0]], deadline) + b"}"
+    step = _rows_per_piece([outputs[name] for name in names])
+    pieces = []
+    for start in range(0, batch_size, step):
+        _check_deadline(deadline)
+        columns = {name: array_to_json(name, outputs[name][start:start + step]) for name in names}
+        rows = [{name: columns[name][i] for name in names} for i in range(len(columns[names[0]]))]
+        pieces.append(dumps(rows)[1:-1])
+    return b'{"predictions": ' + _join_list(pieces) + b"}"
 
 
 def dumps(document):

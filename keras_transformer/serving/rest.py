@@ -81,8 +81,46 @@ def model_metadata_json(name, version, signature_def_map):
     }
 
 
+def _one_line(text, limit=300):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _Connection(web.RequestHandler):
+    """aiohttp's connection handler; a request it cannot parse (a bad or repeated
+    Content-Length, oversized headers, ...) is answered `{"error": ...}` and
+    logged as one line, so bad requests can neither confuse clients that read
+    JSON nor flood the log with tracebacks."""
+
+    def handle_error(self, request, status=500, exc=None, message=None):
+        if request.writer.output_size > 0:  # Headers already sent: nothing can be answered.
+            raise ConnectionError("Response is sent already, cannot send an error response")
+        if status >= 500:  # Not the client's fault: a bug here, worth its traceback.
+            _log.error("Internal error answering a request from %s", request.remote,
+                       exc_info=exc)
+            text = "Internal server error"
+        else:
+            reason = _one_line(getattr(exc, "message", None) or message or status)
+            _log.warning("Malformed HTTP request from %s: %s", request.remote, reason)
+            text = f"Malformed HTTP request: {reason}"
+        response = _json_response({"error": text}, status=status)
+        response.force_close()
+        return response
+
+
+class _Server(web.Server):
+    """aiohttp's low-level server with `_Connection` handling each connection."""
+
+    def __init__(self, handler, **connection_options):
+        super().__init__(handler)
+        self._connection_options = connection_options
+
+    def __call__(self):
+        return _Connection(self, loop=asyncio.get_running_loop(), **self._connection_options)
+
+
 class RestApi:
-    """The aiohttp application of one server.
+    """The REST server of one `ModelServer`.
 
     Args:
         core: the `inference.ServingCore`.
@@ -96,57 +134,54 @@ class RestApi:
         self.metrics_path = metrics_path
         self.static_dir = static_dir
 
-    def make_app(self):
-        app = web.Application(client_max_size=self.core.limits.max_body_bytes,
-                              middlewares=[self._errors_as_json])
-        if self.metrics_path:
-            app.router.add_get(self.metrics_path, self._metrics)
-        if self.static_dir:
-            app.router.add_get("/", self._index)
-            app.router.add_static("/static/", self.static_dir, follow_symlinks=False)
-            # One path segment: never shadows /v1/... (a miss falls through to it).
-            app.router.add_get("/{name:[^/]+}", self._page_file)
-        # Registered last: the router tries routes in order.
-        app.router.add_route("*", "/{path:.*}", self._dispatch)
-        return app
+    def make_server(self):
+        """The `aiohttp.web.Server` to run (with `web.ServerRunner`)."""
+        return _Server(self._handle, access_log=None,
+                       keepalive_timeout=self.core.limits.idle_timeout_s)
 
-    async def _dispatch(self, request):
-        if request.path.lower() == "/v1" or request.path.lower().startswith("/v1/"):
-            return await self._v1(request)
-        return _error_response(errors.not_found(f"Not found: {request.method} {request.path}"))
-
-    @web.middleware
-    async def _errors_as_json(self, request, handler):
+    async def _handle(self, request):
         try:
-            return await handler(request)
-        except web.HTTPException as error:
-            if error.status < 400:
-                raise
-            return _json_response({"error": error.reason}, status=error.status)
+            return await self._route(request)
         except Exception:  # A bug here must not take the server down.
             _log.exception("Internal error answering %s %s", request.method, request.path)
             return _json_response({"error": "Internal server error"}, status=500)
 
-    async def _metrics(self, request):
+    async def _route(self, request):
+        path = request.path
+        if request.method in ("GET", "HEAD"):
+            if self.metrics_path and path == self.metrics_path:
+                return self._metrics()
+            if self.static_dir and path == "/":
+                return self._index()
+            name = path[1:]
+            # One path segment: never shadows /v1/... (a miss falls through to it).
+            if self.static_dir and name and "/" not in name:
+                page_file = self._page_file(name)
+                if page_file is not None:
+                    return page_file
+        if path.lower() == "/v1" or path.lower().startswith("/v1/"):
+            return await self._v1(request)
+        return _error_response(errors.not_found(f"Not found: {request.method} {path}"))
+
+    def _metrics(self):
         return web.Response(body=self.core.metrics.exposition(),
                             headers={"Content-Type": metrics_lib.CONTENT_TYPE})
 
-    async def _index(self, request):
+    def _index(self):
         index = os.path.join(self.static_dir, "index.html")
         if not os.path.isfile(index):
             return _error_response(errors.not_found("No index.html in static_dir"))
         return web.FileResponse(index)
 
-    async def _page_file(self, request):
-        """A top-level file of static_dir (index.html's app.js, style.css, ...)."""
-        name = request.match_info["name"]  # Percent-decoded: may hold a "/" again.
+    def _page_file(self, name):
+        """A top-level file of static_dir (index.html's app.js, style.css, ...), or None."""
         path = os.path.join(self.static_dir, name)
-        plain = not (name.startswith(".") or "/" in name or "\\" in name or os.sep in name)
-        if plain and os.path.isfile(path):
+        plain = not (name.startswith(".") or "\\" in name or os.sep in name)
+        if plain and os.path.isfile(path) and not os.path.islink(path):
             return web.FileResponse(path)
         if name == "config.json":
             return _json_response(self._page_config())
-        return await self._dispatch(request)
+        return None
 
     def _page_config(self):
         """What the page needs to know that TF Serving's API cannot tell: the model names."""
@@ -193,7 +228,7 @@ class RestApi:
             status = error.code
             return _error_response(error)
         except Exception:
-            status = "INTERNAL"  # Answered 500 by the middleware.
+            status = "INTERNAL"  # Answered 500 by `_handle`.
             raise
         finally:
             self.core.metrics.record_request(
@@ -202,24 +237,34 @@ class RestApi:
 
     async def _read_body(self, request, deadline):
         limit = self.core.limits.max_body_bytes
+
+        def too_large(size):
+            return errors.ServingError(
+                "RESOURCE_EXHAUSTED", f"Request body of {size} bytes exceeds the limit of "
+                f"{limit} bytes (--max_request_bytes)", http_status=413)
+
         if request.content_length is not None and request.content_length > limit:
-            raise errors.ServingError(
-                "RESOURCE_EXHAUSTED", f"Request body of {request.content_length} bytes exceeds "
-                f"the limit of {limit} bytes", http_status=413)
+            raise too_large(request.content_length)
+
+        async def read():  # Counted as it arrives: a body without a length stops at the limit.
+            chunks, size = [], 0
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(f"more than {limit}")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
         try:
             # A body trickling in slowly must not hold a connection past the deadline.
-            return await asyncio.wait_for(request.read(), max(0.0, deadline - time.monotonic()))
+            return await asyncio.wait_for(read(), max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
             raise errors.ServingError(
                 "DEADLINE_EXCEEDED", "Request body not received before the deadline") from None
-        except web.HTTPRequestEntityTooLarge:
-            raise errors.ServingError(
-                "RESOURCE_EXHAUSTED", f"Request body exceeds the limit of {limit} bytes",
-                http_status=413) from None
         except (aiohttp.ClientError, ConnectionError) as error:
             # The client hung up mid-body: nobody is left to answer.
             _log.info("Client left before sending its whole request (%s %s): %s",
-                      request.method, request.path, error)
+                      request.method, request.path, _one_line(error))
             raise errors.ServingError("CANCELLED", "Client closed the connection") from None
 
     async def _predict(self, model_name, version, label, body, deadline):
@@ -236,11 +281,13 @@ class RestApi:
             return target, inputs, request_format
 
         def encode(outputs, request_format):
-            return _json_response(json_tensor.outputs_to_response(outputs, request_format))
+            return web.Response(
+                body=json_tensor.predict_response_bytes(outputs, request_format, deadline),
+                content_type=_JSON)
 
         target, inputs, request_format = await self.core.decode(decode)
         outputs = await self.core.infer(target, inputs, deadline)
-        return await self.core.decode(encode, outputs, request_format)
+        return await self.core.encode(encode, deadline, outputs, request_format)
 
     async def _classify(self, model_name, version, label, body, deadline):
         core = self.core
@@ -252,7 +299,8 @@ class RestApi:
                 document, core.limits.max_instances)
             target = core.resolve_classification(model_name, version, label, name)
             with target.release_on_error():
-                inputs = classifier.signature_inputs(target.signature, request_input)
+                inputs = classifier.signature_inputs(target.signature, request_input,
+                                                     core.limits.max_tensor_bytes)
             return target, inputs
 
         def encode(outputs, num_examples):
@@ -261,7 +309,7 @@ class RestApi:
 
         target, inputs = await core.decode(decode)
         outputs = await core.infer(target, inputs, deadline)
-        return await core.decode(encode, outputs, len(inputs[classifier.INPUTS]))
+        return await core.encode(encode, deadline, outputs, len(inputs[classifier.INPUTS]))
 
     async def _regress(self, model_name, version, label, body):
         document = await self.core.decode(json_tensor.parse_body, body)

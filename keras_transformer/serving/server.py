@@ -26,6 +26,7 @@ import grpc
 from aiohttp import web
 
 from keras_transformer.serving import batching
+from keras_transformer.serving import budgets
 from keras_transformer.serving import config as config_lib
 from keras_transformer.serving import grpc_service
 from keras_transformer.serving import inference
@@ -92,9 +93,15 @@ class ModelServer:
         return servable
 
     def _make_batchers(self, model_name, servable):
+        rows = self.options.limits.max_rows_per_call
+
+        def sliced(signature):
+            return lambda inputs, should_stop: budgets.run_sliced(
+                signature, inputs, rows, should_stop=should_stop)
+
         return {
             name: batching.BatchScheduler(
-                signature.run, self.options.batching, name=f"batch-{model_name}-{name}",
+                sliced(signature), self.options.batching, name=f"batch-{model_name}-{name}",
                 on_batch=lambda size: self.metrics.record_batch(model_name, size))
             for name, signature in servable.signatures.items() if signature.batchable}
 
@@ -149,9 +156,8 @@ class ModelServer:
         _log.info("Running gRPC ModelServer at %s ...", _grpc_address(options.host, self.grpc_port))
         if options.rest_api_port is not None:
             api = rest.RestApi(self.core, options.monitoring.prometheus_path, options.page_dir)
-            self._rest_runner = web.AppRunner(
-                api.make_app(), access_log=None, shutdown_timeout=options.shutdown_grace_s,
-                keepalive_timeout=options.limits.idle_timeout_s)
+            self._rest_runner = web.ServerRunner(api.make_server(),
+                                                 shutdown_timeout=options.shutdown_grace_s)
             await self._rest_runner.setup()
             host = options.rest_api_host or options.host
             sock = socket.create_server((host, options.rest_api_port),

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_transformer import build_language_model
 from keras_transformer.constants import BOS_ID
+from keras_transformer.constants import UNK_ID
 from keras_transformer.decoding import Generator
 from keras_transformer.decoding.search import next_token_log_probs
 
@@ -99,7 +100,9 @@ def test_top_k_never_emits_a_token_outside_the_k_best(model, generators):
     for prompt, tokens in zip(PROMPTS, _rows(result)):
         log_probs = _step_log_probs(model, prompt, tokens)
         for step, token in enumerate(tokens):
-            rank = int((log_probs[step] > log_probs[step, token]).sum())
+            # The unknown piece is never generated: it takes no rank.
+            rank = int((log_probs[step] > log_probs[step, token]).sum()
+                       - (log_probs[step, UNK_ID] > log_probs[step, token]))
             assert rank < k, f"token {token} at step {step} is number {rank + 1}"
             emitted_ranks.append(rank)
     assert max(emitted_ranks) > 0  # it samples, not just greedy

@@ -1,13 +1,33 @@
-"""Measures the server under the probes of issue 16, on loopback, bounded in time.
+"""Measures the server under the probes of issues 16 and 56, on loopback, bounded in time.
 
     PYTHONPATH=$PWD python tests/serving/measure_operations.py
+    PYTHONPATH=$PWD python tests/serving/measure_operations.py --abuse \
+        --translator export/zh_en --language_model export/english \
+        --classifier export/sentence_type [--clients 32 --seconds 30]
+    PYTHONPATH=$PWD python tests/serving/measure_operations.py --abuse --tiny_exports /tmp/tiny
 
-Prints (and returns as JSON) three numbers, each from the real process
-(`python -m keras_transformer.serving`) serving the tiny test model:
+Without --abuse: three numbers from the real process (`python -m
+keras_transformer.serving`) serving the tiny test model (issue 16):
   - status latency (max and median of GETs) while a 3 MB columnar request is processed;
   - seconds from SIGTERM to exit with an endless model call in flight (grace 2 s);
   - seconds from a completed copy to AVAILABLE after the incomplete copy failed to
     load, with TF Serving's default poll (1 s) and retry interval (60 s).
+
+With --abuse: one server process holding the three models (a --model_config_file;
+each path a model base folder of version folders, the model named after the folder),
+default flags, and issue 56's probes:
+  - peak server memory (RSS above the idle level) during a :classify of 1,000 examples
+    with a 3.5 MB context, and during a REST `attention` request of 250 rows x 150
+    characters (with the answers);
+  - seconds from the clients' deadline (2 s) until the server's CPU use falls back to
+    idle, after six gRPC translate_n_best calls of 200 rows x 150 characters;
+  - the worst latency of 1-row requests to the language model and the classifier
+    meanwhile;
+  - a load run: --clients threads for --seconds, ordinary requests with abusive ones
+    mixed in (every 8th); each answer is checked against what its kind expects, and
+    the unexpected ones are counted.
+--tiny_exports DIR first writes untrained tiny exports of the three tasks to DIR (a
+check that the script runs; their numbers say nothing about the demo models).
 """
 
 import json
@@ -22,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -145,7 +166,331 @@ def copy_to_available(source, root):
         process.wait(60)
 
 
-def main():
+# ------------------------------------------------------------------ issue 56
+
+
+CHINESE = "我们明天早上去公园散步，然后一起吃午饭好吗？"  # 22 characters
+
+
+def chinese_text(characters):
+    return (CHINESE * (characters // len(CHINESE) + 1))[:characters]
+
+
+class ServerProcess:
+    """The server on a model config file, with its resident memory and CPU time."""
+
+    def __init__(self, models, root, *flags):
+        entries = "".join(f"config {{ name: '{name}' base_path: '{path}' }} "
+                          for name, path in models.items())
+        config = pathlib.Path(root) / "models.config"
+        config.write_text(f"model_config_list {{ {entries}}}")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "keras_transformer.serving", f"--model_config_file={config}",
+             "--port=0", f"--rest_api_port={free_port()}", "--web_page=false", *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+        self.lines, self.url, self.grpc_port = [], None, None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and self.url is None:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            match = re.search(r"Running gRPC ModelServer at .*:(\d+)", line)
+            if match:
+                self.grpc_port = int(match.group(1))
+            match = re.search(r"Exporting HTTP/REST API at:(.*):(\d+)", line)
+            if match:
+                self.url = f"http://{match.group(1)}:{match.group(2)}"
+        if self.url is None:
+            self.process.kill()
+            raise RuntimeError("server did not start:\n" + "".join(self.lines))
+        threading.Thread(target=lambda: self.lines.extend(self.process.stdout),
+                         daemon=True).start()
+
+    def rss_mb(self):
+        for line in open(f"/proc/{self.process.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def cpu_seconds(self):
+        fields = open(f"/proc/{self.process.pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def post_json(url, document, timeout=120):
+    body = document if isinstance(document, bytes) else json.dumps(document).encode()
+    request = urllib.request.Request(url, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except (urllib.error.URLError, OSError) as error:
+        return f"no answer: {error}", b""
+
+
+def peak_memory_during(server, work):
+    """(answer of work(), RSS before in MB, peak RSS above it in MB, seconds)."""
+    before = server.rss_mb()
+    peak, answer = before, {}
+    started = time.monotonic()
+    worker = threading.Thread(target=lambda: answer.update(result=work()))
+    worker.start()
+    while worker.is_alive():
+        peak = max(peak, server.rss_mb())
+        time.sleep(0.05)
+    status, body = answer["result"]
+    text = body[:160].decode("utf-8", "replace") if status != 200 else f"{len(body)} bytes"
+    return {"status": status, "answer": text, "rss_before_mb": round(before),
+            "peak_above_mb": round(peak - before), "seconds": round(time.monotonic() - started, 2)}
+
+
+def abandoned_work(server, names, probe_seconds=None):
+    """Six gRPC translate_n_best calls with a 2 s deadline.
+
+    Without `probe_seconds`: seconds from the deadline until the server's CPU use
+    is quiet (within 0.1 CPU-seconds a second of its idle rate, over a 1 s window). With it: 1-row requests to the
+    other two models, from the start for that long, and their latencies.
+    """
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = names["translator"]
+    request.model_spec.signature_name = "translate_n_best"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto([chinese_text(150)] * 200,
+                                                         dtype=tf.string))
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    codes, others = [], []
+
+    def call():
+        try:
+            stub.Predict(request, timeout=2.0)
+            codes.append("OK")
+        except grpc.RpcError as error:
+            codes.append(error.code().name)
+
+    def one_row(name, document, end):
+        while time.monotonic() < end:
+            started = time.monotonic()
+            status, _ = post_json(f"{server.url}/v1/models/{name}:predict", document)
+            others.append((name, status, time.monotonic() - started))
+
+    idle_from, idle_cpu = time.monotonic(), server.cpu_seconds()
+    time.sleep(2.0)
+    idle_rate = (server.cpu_seconds() - idle_cpu) / (time.monotonic() - idle_from)
+    started = time.monotonic()
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    if probe_seconds:
+        end = started + probe_seconds
+        threads += [threading.Thread(target=one_row, args=(names["language_model"], {
+                        "instances": ["Tom is"]}, end)),
+                    threading.Thread(target=one_row, args=(names["classifier"], {
+                        "instances": ["Who are you?"]}, end))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    deadline_at = started + 2.0
+    result = {"client_codes": sorted(codes)}
+    if probe_seconds:
+        latencies = [seconds for _, _, seconds in others]
+        result.update({
+            "probe_seconds": probe_seconds,
+            "one_row_requests_to_other_models": len(others),
+            "their_statuses": sorted({str(status) for _, status, _ in others}),
+            "their_worst_latency_s": round(max(latencies), 3) if latencies else None,
+            "their_median_latency_s": round(statistics.median(latencies), 3)
+            if latencies else None})
+    else:
+        quiet_at, window = None, []
+        while time.monotonic() - deadline_at < 300:
+            window.append((time.monotonic(), server.cpu_seconds()))
+            window = [(t, c) for t, c in window if window[-1][0] - t <= 1.0]
+            span = window[-1][0] - window[0][0]
+            if span >= 0.95 and window[-1][1] - window[0][1] < (idle_rate + 0.1) * span:
+                quiet_at = window[0][0]
+                break
+            time.sleep(0.1)
+        result["seconds_after_deadline_until_quiet"] = (
+            None if quiet_at is None else round(quiet_at - deadline_at, 2))
+        result["idle_cpu_per_second"] = round(idle_rate, 3)
+    channel.close()
+    return result
+
+
+def raw_http(url, head):
+    import socket
+
+    host, port = url[len("http://"):].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(head)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return int(answer.split()[1]), answer.partition(b"\r\n\r\n")[2]
+
+
+def load_run(server, names, clients, seconds):
+    """`clients` threads for `seconds`; every 8th request abusive. Returns the tallies."""
+    import random
+
+    t, lm, c = names["translator"], names["language_model"], names["classifier"]
+    ordinary = [
+        ("translate", t, {"instances": ["我们来试试。"]}, {200}),
+        ("sample", lm, {"signature_name": "sample", "instances": [{
+            "text": "Tom is", "temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": 1,
+            "max_new_tokens": 8}]}, {200}),
+        ("classify", c, {"signature_name": "classify", "examples": [{"text": "Who are you?"}]},
+         {200}),
+    ]
+    # attention: 200 when the model's maps fit --max_response_bytes (a tiny model's).
+    abusive = [
+        ("big_integer", t, b'{"instances": [' + b"7" * 5000 + b"]}", {400}),
+        ("context", c, {"signature_name": "classify", "context": {"note": "x" * 3_500_000},
+                        "examples": [{"text": "why?"}] * 1000}, {413}),
+        ("attention", t, {"signature_name": "attention",
+                          "instances": [chinese_text(150)] * 250}, {200, 400, 504}),
+        ("huge_max_new_tokens", lm, {"signature_name": "sample", "instances": [{
+            "text": "Tom is", "temperature": 1e30, "top_k": 40, "top_p": 1.0, "seed": 1,
+            "max_new_tokens": 2147483646}]}, {400}),
+        ("bad_content_length", t, None, {400}),
+    ]
+    tallies, lock = {}, threading.Lock()
+    end = time.monotonic() + seconds
+
+    def client(index):
+        rng = random.Random(index)
+        count = 0
+        while time.monotonic() < end:
+            count += 1
+            kind, model, document, expected = (rng.choice(abusive) if count % 8 == 0
+                                               else rng.choice(ordinary))
+            if document is None:
+                status, _ = raw_http(server.url, b"POST /v1/models/x:predict HTTP/1.1\r\n"
+                                     b"Host: x\r\nContent-Length: 2\r\nContent-Length: 3"
+                                     b"\r\n\r\n{}")
+            else:
+                status, _ = post_json(f"{server.url}/v1/models/{model}:predict"
+                                      if kind not in ("classify", "context")
+                                      else f"{server.url}/v1/models/{model}:classify", document)
+            with lock:
+                row = tallies.setdefault(kind, {"expected": 0, "unexpected": {}})
+                if status in expected:
+                    row["expected"] += 1
+                else:
+                    row["unexpected"][str(status)] = row["unexpected"].get(str(status), 0) + 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"clients": clients, "seconds": seconds, "by_kind": tallies,
+            "unexpected": sum(sum(row["unexpected"].values()) for row in tallies.values())}
+
+
+def write_tiny_exports(root):
+    """Untrained tiny exports of the three tasks under `root`; returns their base paths."""
+    import keras
+    from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
+    from keras_transformer.data.corpus import LabelledFile
+    from keras_transformer.data.corpus import TextFile
+    from keras_transformer.export.command import export_run
+    from keras_transformer.runs import FINAL_WEIGHTS_NAME
+    from keras_transformer.runs import RunDir
+    from keras_transformer.training.tasks import task_for
+
+    runs = {
+        "zh_en": ("translate", str(DEFAULT_CMN_ENG_PATH),
+                  dict(max_pairs=400, source_vocab_size=400, target_vocab_size=250)),
+        "english": ("lm", TextFile(str(DEFAULT_CMN_ENG_PATH), column=0, language="en"),
+                    dict(max_examples=400, vocab_size=300)),
+        "sentence_type": ("classify", LabelledFile(
+            str(DEFAULT_CMN_ENG_PATH.parents[1] / "sentence-type" / "en.tsv"), language="en"),
+            dict(max_examples=400, vocab_size=300)),
+    }
+    bases = {}
+    for name, (task, data, options) in runs.items():
+        run_dir = os.path.join(root, f"run-{name}")
+        task_for(task).prepare(run_dir, data, "tiny", model_overrides={"max_length": 32},
+                               **options)
+        keras.utils.set_random_seed(11)
+        RunDir(run_dir).build_model().save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+        export_run(run_dir, name, base=os.path.join(root, "export"), keras_file=False)
+        bases[name] = os.path.join(root, "export", name)
+    return {"translator": bases["zh_en"], "language_model": bases["english"],
+            "classifier": bases["sentence_type"]}
+
+
+def abuse(paths, clients, seconds):
+    models = {os.path.basename(os.path.normpath(path)): os.path.abspath(path)
+              for path in paths.values()}
+    names = {role: os.path.basename(os.path.normpath(path)) for role, path in paths.items()}
+    with tempfile.TemporaryDirectory() as root:
+        server = ServerProcess(models, root)
+        try:
+            t, c = names["translator"], names["classifier"]
+            results = {"models": names}
+            results["context_probe"] = peak_memory_during(server, lambda: post_json(
+                f"{server.url}/v1/models/{c}:classify",
+                {"signature_name": "classify", "context": {"note": "x" * 3_500_000},
+                 "examples": [{"text": "Who are you?"}] * 1000}))
+            results["attention_probe"] = peak_memory_during(server, lambda: post_json(
+                f"{server.url}/v1/models/{t}:predict",
+                {"signature_name": "attention", "instances": [chinese_text(150)] * 250}))
+            stopped = abandoned_work(server, names)
+            results["abandoned_translate_n_best"] = stopped
+            quiet = stopped["seconds_after_deadline_until_quiet"] or 30
+            results["other_models_meanwhile"] = abandoned_work(
+                server, names, probe_seconds=round(2 + quiet + 2, 1))
+            results["load_run"] = load_run(server, names, clients, seconds)
+            results["server_rss_after_mb"] = round(server.rss_mb())
+        finally:
+            server.stop()
+    return results
+
+
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--abuse", action="store_true", help="issue 56's probes")
+    for role in ("translator", "language_model", "classifier"):
+        parser.add_argument(f"--{role}", help=f"base path of the {role} model")
+    parser.add_argument("--tiny_exports", help="write tiny untrained exports here and use them")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=30)
+    args = parser.parse_args(argv)
+    if not args.abuse:
+        return operations()
+    if args.tiny_exports:
+        paths = write_tiny_exports(args.tiny_exports)
+    else:
+        paths = {role: getattr(args, role) for role in ("translator", "language_model",
+                                                        "classifier")}
+        missing = [role for role, path in paths.items() if not path]
+        if missing:
+            parser.error("--abuse needs --translator, --language_model and --classifier "
+                         "(or --tiny_exports)")
+    results = abuse(paths, args.clients, args.seconds)
+    print(json.dumps(results, indent=2, ensure_ascii=False))
+    return results
+
+
+def operations():
     import tiny_models
 
     with tempfile.TemporaryDirectory() as root:

@@ -21,7 +21,7 @@ class RecordingModel:
         self.batch_sizes = []
         self._release = release
 
-    def __call__(self, inputs):
+    def __call__(self, inputs, should_stop):
         if self._release is not None:
             self._release.wait(10)
         self.batch_sizes.append(inputs["x"].shape[0])

@@ -129,7 +129,7 @@ def test_batch_scheduler_drops_requests_past_their_deadline():
     release = threading.Event()
     calls = []
 
-    def run_batch(inputs):
+    def run_batch(inputs, should_stop):
         calls.append(inputs["x"].shape[0])
         release.wait(10)
         return {"y": inputs["x"]}

@@ -49,6 +49,50 @@ class TinyTranslator(tf.Module):
         return {"total": total}
 
 
+class WorkRows(tf.Module):
+    """Per-row work and per-row output size, for the resource tests.
+
+    `work`: n (B,) int32 → total (B,): row b loops n[b] times (about 7 us each on
+    a 2-core CPU), and `rows_done` grows by B when the call ends. `wide`: n (B,)
+    int32 → values (B, max n) float32, the output bytes a request asks for.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.rows_done = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="n")])
+    def work(self, n):
+        def row(count):
+            _, total = tf.while_loop(lambda i, t: i < count, lambda i, t: (i + 1, t + tf.sin(t)),
+                                     (tf.constant(0), tf.constant(1.0)))
+            return total
+
+        totals = tf.map_fn(row, n, fn_output_signature=tf.float32)
+        with tf.control_dependencies([totals]):
+            self.rows_done.assign_add(tf.cast(tf.shape(n)[0], tf.int64))
+        return {"total": tf.identity(totals)}
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32, name="unused")])
+    def done(self, unused):
+        del unused
+        return {"rows": self.rows_done.read_value()}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="n")])
+    def wide(self, n):
+        return {"values": tf.ones([tf.shape(n)[0], tf.reduce_max(n)], tf.float32) / 3}
+
+
+def save_work_rows_model(path):
+    """Writes `WorkRows` with signatures work, done and wide (serving_default: work)."""
+    module = WorkRows()
+    work = module.work.get_concrete_function()
+    tf.saved_model.save(module, path, signatures={
+        "serving_default": work, "work": work, "done": module.done.get_concrete_function(),
+        "wide": module.wide.get_concrete_function()})
+    return path
+
+
 def save_tiny_model(path, version):
     """Writes version `version` of the tiny model to `path`."""
     module = TinyTranslator(version)

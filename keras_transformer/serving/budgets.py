@@ -1,0 +1,163 @@
+"""Byte budgets and model calls that stop: what keeps a small request from costing a lot.
+
+Three rules, each answered with a 4xx that names its flag:
+
+- A request's decoded input tensors may hold at most `max_tensor_bytes`
+  (numbers at their width, strings at their length). Every check runs before
+  the bytes it counts are copied: a TensorProto's size from its shape, a
+  Classify context once per example (it is copied into each).
+- One request's outputs may hold at most `max_response_bytes`, counted slice by
+  slice as they are produced, before anything is encoded.
+- A call of more than `max_rows_per_call` rows runs as slices of that many
+  rows, and `should_stop()` (the deadline passed, or the client left) is asked
+  between slices. A call's abandoned work thus ends within one slice; a
+  signature without a batch dimension cannot be sliced and runs to its end.
+
+Shapes: B rows (axis 0 of every input and output of a sliceable signature).
+"""
+
+import time
+
+import numpy as np
+
+from keras_transformer.serving import errors
+
+REQUEST_FLAG = "--max_request_tensor_bytes"
+RESPONSE_FLAG = "--max_response_bytes"
+
+
+def array_bytes(array):
+    """Bytes an array's values take: numbers at their width, strings at their length."""
+    array = np.asarray(array)
+    if array.dtype.kind == "O":
+        return sum(len(value) for value in array.flat)
+    return array.nbytes
+
+
+def request_too_large(what, size, limit, advice="send fewer rows per request"):
+    """RESOURCE_EXHAUSTED (HTTP 413) for a request over `--max_request_tensor_bytes`."""
+    return errors.ServingError(
+        "RESOURCE_EXHAUSTED",
+        f"{what} hold {size} bytes; this server accepts at most {limit} bytes of input "
+        f"tensors per request ({REQUEST_FLAG}): {advice}",
+        http_status=413)
+
+
+def check_request_bytes(inputs, limit):
+    """Raises `request_too_large` when decoded `inputs` {name: array} exceed `limit`."""
+    size = sum(array_bytes(array) for array in inputs.values())
+    if size > limit:
+        raise request_too_large("The request's input tensors", size, limit)
+
+
+def response_too_large(signature_name, size, limit, rows_done=None, rows=None):
+    """RESOURCE_EXHAUSTED (HTTP 400: retrying cannot help) for outputs over the limit."""
+    progress = ("" if rows is None
+                else f" after {rows_done} of its {rows} rows")
+    return errors.ServingError(
+        "RESOURCE_EXHAUSTED",
+        f"Signature '{signature_name}' produced {size} bytes of outputs{progress}; this server "
+        f"returns at most {limit} bytes per request ({RESPONSE_FLAG}): send fewer rows per "
+        "request", http_status=400)
+
+
+def deadline_exceeded(message="Deadline Exceeded"):
+    return errors.ServingError("DEADLINE_EXCEEDED", message)
+
+
+def row_count(signature, inputs):
+    """B when every input has the batch dimension the signature declares, else None."""
+    if not signature.batchable:
+        return None
+    sizes = {np.shape(array)[0] for array in inputs.values() if np.ndim(array)}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def pad_to_common_shape(arrays, fill=None):
+    """Pads (B_i, ...) arrays to the largest trailing shape.
+
+    Args:
+        arrays: arrays of one dtype and rank.
+        fill: the padding value; None pads each array with its first value
+            (TF Serving's pad_variable_length_inputs), and "" / 0 when empty.
+
+    Returns:
+        The arrays, those that already agree unchanged.
+    """
+    target = tuple(max(sizes) for sizes in zip(*(a.shape[1:] for a in arrays)))
+    padded = []
+    for array in arrays:
+        if array.shape[1:] == target:
+            padded.append(array)
+            continue
+        widths = [(0, 0)] + [(0, t - s) for s, t in zip(array.shape[1:], target)]
+        value = fill
+        if value is None and array.size:
+            value = array.flat[0]
+        if value is None:
+            value = b"" if array.dtype == object else 0
+        padded.append(np.pad(array, widths, mode="constant", constant_values=value))
+    return padded
+
+
+def _concatenate_outputs(parts):
+    """One {name: (B, ...)} from slices' outputs; variable trailing sizes padded with 0 / ""."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = {}
+    for name in parts[0]:
+        arrays = [part[name] for part in parts]
+        fill = b"" if arrays[0].dtype.kind in ("O", "S") else 0
+        merged[name] = np.concatenate(pad_to_common_shape(arrays, fill), axis=0)
+    return merged
+
+
+def check_response_bytes(signature_name, outputs, limit):
+    """Raises `response_too_large` when `outputs` {name: array} exceed `limit`."""
+    size = sum(array_bytes(array) for array in outputs.values())
+    if size > limit:
+        raise response_too_large(signature_name, size, limit)
+
+
+def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None):
+    """Runs `signature` on `inputs` in slices of rows, stopping when told.
+
+    Args:
+        signature: a `servable.Signature` (its `run` and `batchable`).
+        inputs: checked inputs {name: (B, ...) array}.
+        max_rows: rows per slice.
+        max_response_bytes: stop once the outputs hold more (None: no limit;
+            a merged batch of several requests is checked request by request).
+        should_stop: callable() -> True when the work is no longer wanted,
+            asked before every slice but the first.
+
+    Returns:
+        dict {output name: array}, as one call of the whole request returns.
+
+    Raises:
+        ServingError: DEADLINE_EXCEEDED when stopped between slices,
+            RESOURCE_EXHAUSTED when the outputs pass `max_response_bytes`.
+    """
+    rows = row_count(signature, inputs)
+    limit = float("inf") if max_response_bytes is None else max_response_bytes
+    step = max_rows
+    if rows is None or rows <= step:
+        outputs = signature.run(inputs)
+        check_response_bytes(signature.name, outputs, limit)
+        return outputs
+    parts, size = [], 0
+    for start in range(0, rows, step):
+        if start and should_stop is not None and should_stop():
+            raise deadline_exceeded(
+                f"Deadline Exceeded: stopped after {start} of {rows} rows")
+        part = signature.run({name: array[start:start + step] for name, array in inputs.items()})
+        size += sum(array_bytes(array) for array in part.values())
+        if size > limit:
+            raise response_too_large(signature.name, size, limit, min(start + step, rows), rows)
+        parts.append(part)
+    return _concatenate_outputs(parts)
+
+
+def stopper(deadline, cancelled):
+    """should_stop for `run_sliced`: the deadline (monotonic) passed, or `cancelled` is set."""
+    return lambda: cancelled.is_set() or time.monotonic() >= deadline
