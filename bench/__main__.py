@@ -60,6 +60,10 @@ def parse_args(argv=None):
                         help="sentences per batch of the training baselines (the tutorial's 64)")
     parser.add_argument("--steps", type=int, default=None,
                         help="timed training steps per design (default 12, --quick 3; profile: 8)")
+    parser.add_argument("--run", default=None, metavar="DIR",
+                        help="export: a trained translator run whose formats (SavedModel "
+                             "float32/int8/bfloat16, CTranslate2) are compared (default: "
+                             "runs/zh-en when it exists)")
     parser.add_argument("--serving-preset", default="small",
                         help="model preset of the serving benchmark (default small)")
     for name, (_, help_text) in THREAD_POOLS.items():
@@ -99,6 +103,7 @@ def main(argv=None):
         "baseline_batch_size": args.baseline_batch_size,
         "steps": args.steps,
         "serving_preset": args.serving_preset,
+        "run": args.run,
         **{name: getattr(args, name) for name in THREAD_POOLS},
         "data": pairs.describe() if pairs else "data/cmn-eng/cmn.txt (zh→en)",
     }

@@ -26,6 +26,17 @@ called once with each of those sentences (a new source length is a new shape, wh
 XLA compiles: reported as its own row), then timed warm. Throughput at batch 32:
 32 sentences per call, models in turn, sentences/s of the median call. Ratios are
 against the tutorial's exported translator.
+
+**Formats** (`--run DIR`, a trained translator run; else runs/zh-en when it exists):
+the run's weights as float32, int8 and bfloat16 SavedModels (`export --quantize`),
+in graph mode and with XLA when `--xla` allows, and as CTranslate2 float32 and int8
+folders (`export --format ctranslate2`), each greedy and beam 4 (α and β the
+export's defaults, CTranslate2 given the same): batch-1 latency (p50, p99) and
+batch-32 sentences/s on the run's test sentences, each model in turn in one fresh
+process; size on disk (a SavedModel's graph and variables, a CTranslate2 folder's
+model); BLEU of the test split (the first 64 sentences with --quick). CTranslate2
+runs with as many threads as the machine has cores, as TensorFlow does. Ratios are
+against CTranslate2 int8, the fastest CPU engine's usual setting.
 """
 
 import json
@@ -147,7 +158,152 @@ def _measure(exports, sentences, rounds, batch_rounds):
     }
 
 
+FORMAT_QUANTIZATIONS = ("none", "int8", "bfloat16")
+CTRANSLATE2_TYPES = ("float32", "int8")
+HEADLINE = "CTranslate2 int8"
+DEMO_RUN = os.path.join("runs", "zh-en")
+
+
+def _folder_size(path):
+    return sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(path) for name in names)
+
+
+def _export_formats(folder, run_dir, xla_modes):
+    """Every format of the run: {name: {"kind", "path", "beam", "megabytes"}}."""
+    from keras_transformer.export.command import export_ctranslate2
+    from keras_transformer.export.command import export_run
+
+    formats = {}
+    for quantize in FORMAT_QUANTIZATIONS:
+        for jit in xla_modes:
+            for beam in (1, 4):
+                path = export_run(run_dir, f"m{len(formats)}", base=folder, beam=beam,
+                                  xla=jit, quantize=quantize)
+                label = "float32" if quantize == "none" else quantize
+                name = f"SavedModel {label}{', XLA' if jit else ''}, " + (
+                    "greedy" if beam == 1 else "beam 4")
+                size = _folder_size(path) - _folder_size(os.path.join(path, "assets"))
+                formats[name] = {"kind": "savedmodel", "path": path, "beam": beam,
+                                 "megabytes": size / 1e6}
+    for quantization in CTRANSLATE2_TYPES:
+        path = export_ctranslate2(run_dir, "ct2", base=folder, quantization=quantization)
+        size = _folder_size(path) - sum(
+            os.path.getsize(os.path.join(path, name)) for name in ("source.model", "target.model"))
+        for beam in (1, 4):
+            name = f"CTranslate2 {quantization}, " + ("greedy" if beam == 1 else "beam 4")
+            formats[name] = {"kind": "ctranslate2", "path": path, "beam": beam,
+                             "megabytes": size / 1e6}
+    return formats
+
+
+def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds):
+    """In a fresh process: per format, batch-1 and batch-32 call times and the
+    translations of `bleu_sources` (batches of 32)."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from bench.common import time_interleaved
+    from keras_transformer.evaluation.translators import CTranslate2Translator
+
+    translators = {}
+    for name, spec in formats.items():
+        if spec["kind"] == "savedmodel":
+            function = tf.saved_model.load(spec["path"]).signatures["serving_default"]
+            translators[name] = (lambda texts, function=function: [
+                t.decode() for t in function(text=tf.constant(texts))["translation"].numpy()])
+        else:
+            translator = CTranslate2Translator(spec["path"], beam_width=spec["beam"],
+                                               intra_threads=os.cpu_count())
+            translators[name] = (lambda texts, translator=translator: [
+                row[0] for row in translator(texts)[0]])
+    names = list(translators)
+    for name in names:  # first calls (graph set-up, XLA compilation) untimed
+        translators[name](sentences[:1])
+        translators[name](sentences[:32])
+    latency = {name: [] for name in names}
+    for round_index in range(rounds):
+        text = [sentences[round_index % len(sentences)]]
+        times = time_interleaved([lambda n=name: translators[n](text) for name in names],
+                                 warmup=0, repeats=1)
+        for name, seconds in zip(names, times):
+            latency[name].append(seconds)
+    batch32 = time_interleaved([lambda n=name: translators[n](sentences[:32]) for name in names],
+                               warmup=0, repeats=batch_rounds)
+    measured = {}
+    for name, seconds in zip(names, batch32):
+        hypotheses = []
+        for start in range(0, len(bleu_sources), 32):
+            hypotheses += translators[name](bleu_sources[start : start + 32])
+        measured[name] = {"p50": float(np.percentile(latency[name], 50)),
+                          "p99": float(np.percentile(latency[name], 99)),
+                          "batch32": seconds, "hypotheses": hypotheses}
+    return measured
+
+
+def _run_formats(results, run_dir, quick, xla_modes):
+    from bench.common import THREAD_POOLS
+    from keras_transformer.evaluation.scoring import bleu_tokenizer_for
+    from keras_transformer.evaluation.scoring import score
+    from keras_transformer.runs import RunDir
+
+    run_folder = RunDir(run_dir)
+    sources, references = run_folder.load().split("test")
+    if quick:
+        sources, references = sources[:64], references[:64]
+    sentences = [text for text in sources if text][:64]
+    rounds, batch_rounds = (8, 1) if quick else (30, 3)
+    with tempfile.TemporaryDirectory(prefix="bench-formats-") as folder:
+        formats = _export_formats(folder, run_dir, xla_modes)
+        job = {"formats": formats, "sentences": sentences, "bleu_sources": sources,
+               "rounds": rounds, "batch_rounds": batch_rounds,
+               **{name: results.options.get(name, 0) for name in THREAD_POOLS}}
+        completed = subprocess.run(
+            [sys.executable, "-m", "bench.export", "formats"], input=json.dumps(job),
+            text=True, capture_output=True, check=False,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
+    if completed.returncode != 0:
+        raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
+    measured = json.loads(completed.stdout.strip().splitlines()[-1])
+    tokenize = bleu_tokenizer_for(run_folder.read_config()["data"].get("target_language"))
+    label = f"{os.path.basename(os.path.normpath(run_dir))} formats"
+    for name, numbers in measured.items():
+        numbers["bleu"] = score(numbers.pop("hypotheses"), references, tokenize=tokenize).bleu
+        numbers["megabytes"] = formats[name]["megabytes"]
+    for name, numbers in measured.items():
+        search = name.rsplit(", ", 1)[1]
+        headline = measured[f"{HEADLINE}, {search}"]
+        vs = None if name.startswith(HEADLINE) else f"{HEADLINE}, {search}"
+        for metric in ("p50", "p99"):
+            results.add("export", f"{label}, batch 1", f"{name}: latency {metric}",
+                        numbers[metric] * 1e3, "ms",
+                        ratio=None if vs is None else headline[metric] / numbers[metric],
+                        baseline=vs)
+        results.add("export", f"{label}, batch 32", f"{name}: sentences/s",
+                    32 / numbers["batch32"], "sent/s",
+                    ratio=None if vs is None else headline["batch32"] / numbers["batch32"],
+                    baseline=vs)
+        results.add("export", f"{label}, test split ({len(sources)} sentences)",
+                    f"{name}: BLEU", numbers["bleu"], "BLEU")
+        results.add("export", f"{label}, size on disk", f"{name}: size",
+                    numbers["megabytes"], "MB")
+    results.context["export_formats"] = {"run": os.path.abspath(run_dir), **measured}
+
+
 def run(results, quick=False, new_tokens=32):
+    from bench.common import jit_modes
+
+    run_dir = results.options.get("run") or (DEMO_RUN if os.path.isdir(DEMO_RUN) else None)
+    if run_dir:
+        _run_formats(results, run_dir, quick, jit_modes(results.options, default="off"))
+    else:
+        print("  export formats: skipped (no --run DIR, and no runs/zh-en)", flush=True)
+    _run_tutorial_comparison(results, quick, new_tokens)
+
+
+def _run_tutorial_comparison(results, quick, new_tokens):
     from bench.common import THREAD_POOLS
     from bench.common import jit_modes
     from bench.training import corpus_and_tokenizers
@@ -197,5 +353,10 @@ if __name__ == "__main__":
     from bench.common import use_threads
 
     use_threads(job)  # as a server's flags set them
-    print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
-                              job["batch_rounds"])))
+    if sys.argv[1:] == ["formats"]:
+        print(json.dumps(_measure_formats(job["formats"], job["sentences"],
+                                          job["bleu_sources"], job["rounds"],
+                                          job["batch_rounds"])))
+    else:
+        print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
+                                  job["batch_rounds"])))

@@ -25,6 +25,9 @@ def add_arguments(parser):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="translate in process with this run folder's model")
     source.add_argument("--server", help="a TF Serving endpoint: http://host:8501 or host:8500")
+    source.add_argument("--ctranslate2", metavar="DIR",
+                        help="a CTranslate2 folder (export --format ctranslate2), searched "
+                             "with --beam, --alpha and --coverage")
     parser.add_argument("--model", default="zh_en", help="served model name (with --server)")
     add_source_arguments(parser)
     add_weights_argument(parser)
@@ -77,6 +80,27 @@ def _in_process_translator(args):
     return translate
 
 
+def _ctranslate2_translator(args):
+    import numpy as np
+
+    from keras_transformer.evaluation.translators import CTranslate2Translator
+
+    if args.weights or args.xla:
+        raise ValueError("--weights and --xla belong to --run; a CTranslate2 folder holds its "
+                         "own weights and runs in CTranslate2.")
+    if args.n_best > args.beam:
+        raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
+    translator = CTranslate2Translator(
+        args.ctranslate2, beam_width=args.beam, alpha=args.alpha,
+        coverage=DEFAULT_COVERAGE if args.coverage is None else args.coverage)
+
+    def translate(batch):
+        translations, scores = translator(batch, n_best=args.n_best)
+        return np.array(translations, dtype=object), np.array(scores)
+
+    return translate
+
+
 def _server_translator(args):
     if args.weights:
         raise ValueError("--weights belongs to --run; a served model holds its own weights.")
@@ -102,7 +126,12 @@ def run(args):
     from tqdm import tqdm
 
     texts = _read_sentences(args)
-    translate = _in_process_translator(args) if args.run else _server_translator(args)
+    if args.run:
+        translate = _in_process_translator(args)
+    elif args.ctranslate2:
+        translate = _ctranslate2_translator(args)
+    else:
+        translate = _server_translator(args)
     show_progress = len(texts) > args.batch_size
     with tqdm(total=len(texts), disable=not show_progress, file=sys.stderr, unit="sent") as bar:
         for start in range(0, len(texts), args.batch_size):

@@ -42,6 +42,11 @@ def add_arguments(parser):
         "--saved-model",
         help="exported translator, a version folder (export/zh_en/3) or a model base (latest version)",
     )
+    source.add_argument(
+        "--ctranslate2", metavar="DIR",
+        help="a CTranslate2 folder (export --format ctranslate2), searched with --beam, "
+             "--alpha and --coverage",
+    )
     parser.add_argument(
         "--split", choices=SPLITS,
         help="split of the run folder to evaluate (default: test; not with --data)",
@@ -104,7 +109,9 @@ def _prepare(args):
     if args.split and data:
         raise ValueError("Give --split or --data (or --source-file/--target-file), not both.")
 
-    if args.saved_model:
+    if args.ctranslate2 or (args.saved_model and _is_ctranslate2(args.saved_model)):
+        translate_fn, sources, references, facts = _ctranslate2_source(args, data)
+    elif args.saved_model:
         from keras_transformer.evaluation.translators import find_setting
         from keras_transformer.evaluation.translators import load_saved_model
         from keras_transformer.evaluation.translators import read_manifest
@@ -182,6 +189,35 @@ def _prepare(args):
         translate_fn = run_translator(run, beam_width=beam, alpha=alpha, coverage=coverage)
     if args.limit:
         sources, references = sources[: args.limit], references[: args.limit]
+    return translate_fn, sources, references, facts
+
+
+def _is_ctranslate2(path):
+    from keras_transformer.export.ctranslate2 import is_ctranslate2_folder
+
+    return is_ctranslate2_folder(path)
+
+
+def _ctranslate2_source(args, data):
+    """A CTranslate2 folder's (translate_fn, sources, references, facts)."""
+    from keras_transformer.data.corpus import sources_and_targets
+    from keras_transformer.evaluation.translators import ctranslate2_translator
+    from keras_transformer.evaluation.translators import read_manifest
+
+    path = args.ctranslate2 or args.saved_model
+    if not data or args.split:
+        raise ValueError("a CTranslate2 folder needs --data, a source<TAB>reference file "
+                         "(or --source-file/--target-file), not --split.")
+    if args.weights:
+        raise ValueError("--weights belongs to --run; a CTranslate2 folder holds its own weights.")
+    beam = args.beam or DEFAULT_BEAM_WIDTH
+    alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
+    coverage = DEFAULT_COVERAGE if args.coverage is None else args.coverage
+    translate_fn = ctranslate2_translator(path, beam_width=beam, alpha=alpha, coverage=coverage)
+    sources, references = sources_and_targets(data.read())
+    facts = {"ctranslate2": os.path.abspath(path), "data": data.describe(), "beam": beam,
+             "alpha": alpha, "coverage": coverage,
+             "target_language": read_manifest(path).get("target_language")}
     return translate_fn, sources, references, facts
 
 

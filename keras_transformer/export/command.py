@@ -5,13 +5,27 @@ The run's task (its config.json) chooses what is exported: a translator
 (`ClassificationModule`). The run's default weights (the average training wrote,
 else the best) are exported unless `--weights` says otherwise; the manifest
 records the task and which weights (kind, file, epoch, step, validation loss).
+
+`--quantize none|int8|bfloat16` chooses the weights a SavedModel stores and
+computes with (`keras_transformer.export.quantization`); `--format ctranslate2`
+writes a translator as a CTranslate2 model folder instead
+(`keras_transformer.export.ctranslate2`). The export holds no model.keras unless
+`--keras` asks: a serving folder is not where training reads weights from (a run
+folder or a preset is), and the copy doubles the folder's size.
 """
+
 
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import MIN_SHARD_ROWS
 from keras_transformer.runs import add_weights_argument
+
+FORMATS = ("savedmodel", "ctranslate2")
+# Choices as the command line shows them (`export.quantization`, `export.ctranslate2`
+# check them again, with TensorFlow loaded).
+QUANTIZATIONS = ("none", "int8", "bfloat16")
+CTRANSLATE2_QUANTIZATIONS = ("int8", "int8_float32", "int8_bfloat16", "bfloat16", "float32")
 
 
 def add_arguments(parser):
@@ -45,6 +59,17 @@ def add_arguments(parser):
                              f"cores, when each shard gets {MIN_SHARD_ROWS} hypotheses or more "
                              "(default: 2, 1 with --xla; 1 for a server whose cores are already "
                              "busy with concurrent requests)")
+    parser.add_argument("--format", choices=FORMATS, default="savedmodel",
+                        help="savedmodel: a TF Serving version folder (default); ctranslate2: "
+                             "a translator as a CTranslate2 model folder, "
+                             "<base>/<name>/ctranslate2-<quantization> (needs the "
+                             "ctranslate2 extra)")
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, default="none",
+                        help="savedmodel: weights stored and computed as int8 (Keras' int8 "
+                             "quantization) or bfloat16; none keeps float32 (default: none)")
+    parser.add_argument("--ct2-quantization", choices=CTRANSLATE2_QUANTIZATIONS,
+                        default="int8",
+                        help="ctranslate2: CTranslate2's weight type (default: int8)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--no-preset", dest="preset", action="store_false",
                         help="do not write preset/ (the Keras weights and tokenizers, for "
@@ -70,7 +95,7 @@ def library_versions():
 def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WIDTH,
                alpha=DEFAULT_ALPHA, max_length=None, xla=False, overwrite=False, preset=True,
                weights=None, max_new_tokens=32, parallel_searches=None,
-               coverage=DEFAULT_COVERAGE):
+               coverage=DEFAULT_COVERAGE, quantize="none"):
     """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
     The run's task object (`keras_transformer.load`) makes the exported module
@@ -80,8 +105,11 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     `max_new_tokens` language models, `max_length` and `xla` both. With `preset`,
     the version folder also holds `preset/` (`Task.save_to_preset`): what
     `keras_transformer.load` and `train --init-from` read to fine-tune the export's
-    model; TF Serving ignores it.
+    model; TF Serving ignores it. `quantize`: "none", "int8" or "bfloat16"
+    (`export.quantization.quantize_model`), recorded in the manifest; preset/ keeps the
+    float32 weights.
     """
+    from keras_transformer.export.quantization import quantize_model
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
     from keras_transformer.runs import RunDir
@@ -90,6 +118,8 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     check_model_name(name)
     run_folder = RunDir(run_dir)
     task = load(run_dir, weights=weights)
+    preset_task = task if quantize == "none" else load(run_dir, weights=weights)
+    task.model = quantize_model(task.model, quantize)
     module, details = task.export_parts(
         beam=beam, alpha=alpha, coverage=coverage, max_length=max_length, xla=xla,
         parallel_searches=parallel_searches, max_new_tokens=max_new_tokens)
@@ -97,6 +127,7 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
         "task": task.name,
         "model": task.config["model"],
         "preset": task.config.get("preset"),
+        "quantization": quantize,
         **details,
         "signatures": sorted(module.signatures()),
         "weights": task.weights.record(relative_to=run_dir),
@@ -106,16 +137,40 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     return write_export(
         module, base, name, version=version, overwrite=overwrite,
         warmup_texts=task.warmup_texts(run_folder), manifest=manifest,
-        preset=task if preset else None, asset_files=run_folder.tokenizer_files(task.config),
+        preset=preset_task if preset else None, asset_files=run_folder.tokenizer_files(task.config),
     )
 
 
+def export_ctranslate2(run_dir, name, base="export", quantization="int8", weights=None,
+                       overwrite=False):
+    """Converts a translator run to `<base>/<name>/ctranslate2-<quantization>/`; returns it."""
+    from keras_transformer.export.ctranslate2 import convert_run
+    from keras_transformer.export.ctranslate2 import ctranslate2_folder
+    from keras_transformer.export.writer import check_model_name
+    from keras_transformer.runs import RunDir
+
+    check_model_name(name)
+    run_folder = RunDir(run_dir)
+    run = run_folder.load(weights, task="translate", command="export --format ctranslate2")
+    return convert_run(run, run_folder, ctranslate2_folder(base, name, quantization),
+                       quantization=quantization, overwrite=overwrite)
+
+
 def run(args):
+    if args.format == "ctranslate2":
+        if args.quantize != "none":
+            raise ValueError("--quantize chooses a SavedModel's weights; a CTranslate2 folder "
+                             "takes --ct2-quantization.")
+        path = export_ctranslate2(args.run, args.name, base=args.base,
+                                  quantization=args.ct2_quantization, weights=args.weights,
+                                  overwrite=args.overwrite)
+        print(f"exported {path}")
+        return
     path = export_run(args.run, args.name, base=args.base, version=args.version, beam=args.beam,
                       alpha=args.alpha, coverage=args.coverage, max_length=args.max_length,
                       xla=args.xla, overwrite=args.overwrite, preset=args.preset, weights=args.weights,
                       max_new_tokens=args.max_new_tokens,
-                      parallel_searches=args.parallel_searches)
+                      parallel_searches=args.parallel_searches, quantize=args.quantize)
     print(f"exported {path}")
     if args.xla:
         print("this export uses XLA: start TF Serving with --xla_cpu_compilation_enabled=true")

@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.quantization import float_kernel
 from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
 from keras_transformer.ops.attention import attend_one_query
@@ -193,7 +194,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         for name in names:
             projection = dense[name]
             factor = scale if name == "query" else 1.0
-            kernel = projection.kernel
+            kernel = float_kernel(projection)
             kernels.append(ops.reshape(kernel, (kernel.shape[0], -1)) * factor)
             if projection.bias is not None:
                 biases.append(ops.reshape(projection.bias, (-1,)) * factor)
@@ -213,7 +214,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         names = ("query",) if self.is_cross_attention else ("query", "key", "value")
         input_kernel, input_bias = self.fused_kernel(names)
         output = self.output_dense
-        output_kernel = ops.reshape(output.kernel, (-1, output.kernel.shape[-1]))
+        output_kernel = ops.reshape(float_kernel(output), (-1, output.kernel.shape[-1]))
         output_bias = None if output.bias is None else tf.identity(output.bias)
         cast = lambda x: None if x is None else ops.cast(x, self.compute_dtype)  # noqa: E731
         return {

@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.block import TransformerBlock
+from keras_transformer.layers.quantization import float_kernel
 from keras_transformer.ops import checks
 from keras_transformer.ops.masks import resolve_padding_mask
 from keras_transformer.ops.normalization import layer_norm
@@ -101,7 +102,7 @@ class DecoderBlock(TransformerBlock):
             )
         feed_forward = []
         for dense in (self.feed_forward.inner_dense, self.feed_forward.output_dense):
-            kernel = ops.cast(dense.kernel, self.compute_dtype)
+            kernel = ops.cast(float_kernel(dense), self.compute_dtype)
             bias = None if dense.bias is None else ops.cast(dense.bias, self.compute_dtype)
             feed_forward.append((kernel, bias, dense.activation))
         return {

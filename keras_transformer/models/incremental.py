@@ -15,6 +15,8 @@ import dataclasses
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.layers.quantization import float_embeddings
+from keras_transformer.layers.quantization import float_reverse_embeddings
 from keras_transformer.ops.cache import append_search_cache
 from keras_transformer.ops.cache import position_offset
 from keras_transformer.ops.cache import search_cache_indices
@@ -63,13 +65,13 @@ def start_decoder(stack, batch_size, max_length, grow=False):
     # ReversibleEmbedding's reverse pass would transpose the tied table every step,
     # and a plain matmul beats `transpose_b` on CPU (bench/README.md).
     if embedding.tie_weights:
-        output_kernel = tf.transpose(embedding.embeddings)  # (V, M) → (M, V), once
+        output_kernel = tf.transpose(float_embeddings(embedding))  # (V, M) → (M, V), once
     else:
-        output_kernel = tf.identity(embedding.reverse_embeddings)  # (M, V), read here
+        output_kernel = tf.identity(float_reverse_embeddings(embedding))  # (M, V), read here
     if embedding.reverse_dtype is not None:
         output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
     signal = ops.cast(stack.positions.position_signal(max_length), embedding.compute_dtype)
-    embedding_rows = embedding.embeddings
+    embedding_rows = float_embeddings(embedding)
     if stack.positions.scale_embeddings:  # once per search, not once per step
         embedding_rows = embedding_rows * ops.cast(stack.d_model**0.5, embedding_rows.dtype)
     state = {

@@ -78,3 +78,37 @@ def classify_run(tmp_path_factory):
     path = str(DEFAULT_CMN_ENG_PATH.parents[1] / "sentence-type" / "en.tsv")
     return _untrained_run(tmp_path_factory.mktemp("classify"), "classify",
                           LabelledFile(path, language="en"))
+
+
+def _translator_run(root, seed=7, **model_overrides):
+    """A "translate" run prepared on a slice of the bundled corpus (tiny preset, 16
+    positions), its weights the seeded initialisation with every matrix doubled
+    (final.weights.h5): so scaled, an untrained model's greedy outputs differ from
+    sentence to sentence (9 distinct among 40) instead of one repeated word."""
+    from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
+    from keras_transformer.models.transformer import Seq2SeqTransformer
+    from keras_transformer.runs import FINAL_WEIGHTS_NAME
+    from keras_transformer.runs import read_config
+    from keras_transformer.training.trainer import prepare_run
+
+    run_dir = str(root / "run")
+    prepare_run(run_dir, str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
+                model_overrides={"max_length": 16, **model_overrides}, max_pairs=400,
+                source_vocab_size=400, target_vocab_size=250)
+    keras.utils.set_random_seed(seed)
+    model = Seq2SeqTransformer(read_config(run_dir)["model"])
+    model.set_weights([w * 2.0 if w.ndim >= 2 else w for w in model.get_weights()])
+    model.save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def translate_run(tmp_path_factory):
+    """An untrained "translate" run (zh → en)."""
+    return _translator_run(tmp_path_factory.mktemp("translate"))
+
+
+@pytest.fixture(scope="session")
+def window_run(tmp_path_factory):
+    """An untrained "translate" run whose self-attention has a local window of 4."""
+    return _translator_run(tmp_path_factory.mktemp("window"), window=4)
