@@ -9,9 +9,9 @@ records the task and which weights (kind, file, epoch, step, validation loss).
 `--quantize none|int8|bfloat16` chooses the weights a SavedModel stores and
 computes with (`keras_transformer.export.quantization`); `--format ctranslate2`
 writes a translator as a CTranslate2 model folder instead
-(`keras_transformer.export.ctranslate2`). The export holds no model.keras unless
-`--keras` asks: a serving folder is not where training reads weights from (a run
-folder or a preset is), and the copy doubles the folder's size.
+(`keras_transformer.export.ctranslate2`). The version folder also holds `preset/`,
+the float32 weights and tokenizers (`Task.save_to_preset`) that `keras_transformer.load`
+and `train --init-from` fine-tune from (`--no-preset` leaves it out).
 """
 
 

@@ -6,7 +6,8 @@ Layout of `<base>/<name>/<version>/`:
     assets/source.model, target.model    the SentencePiece models
     assets.extra/tf_serving_warmup_requests    PredictionLog records TF Serving replays
     manifest.json                    config, vocabulary sizes, library versions, score
-    model.keras                      the Keras model, for users who keep training
+    preset/                          the float32 weights and tokenizers (`Task.save_to_preset`),
+                                     for `keras_transformer.load` and `train --init-from`
 
 The version is written under a hidden non-numeric name and renamed when complete:
 TF Serving and our server ignore non-integer children, so a half-written (or

@@ -14,6 +14,7 @@ from export_helpers import last_json_line
 from export_helpers import post
 from export_helpers import run_python
 from keras_transformer.serving import server as server_lib
+from keras_transformer.tasks import load
 from keras_transformer.serving.config import ServerOptions
 from keras_transformer.serving.config import single_model_config
 
@@ -64,6 +65,9 @@ def test_manifest_records_the_quantization_and_variables_are_stored_so(exports):
         manifest = json.load(open(os.path.join(path, "manifest.json")))
         assert manifest["quantization"] == mode
         assert not os.path.exists(os.path.join(path, "model.keras"))
+        # The preset beside the SavedModel keeps the float32 weights, to fine-tune from.
+        preset = load(os.path.join(path, "preset")).model
+        assert {weight.dtype for weight in preset.weights} == {"float32"}, mode
         dtypes = _variable_dtypes(path)
         for other, dtype in STORED.items():
             assert (dtype in dtypes) == (other == mode), (mode, dtypes)
