@@ -17,7 +17,7 @@ from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_source_arguments
-from keras_transformer.runs import add_weights_argument
+from keras_transformer.arguments import add_weights_argument
 
 
 def add_arguments(parser):
@@ -62,7 +62,7 @@ def _in_process_translator(args):
     import tensorflow as tf
 
     from keras_transformer.export.module import TranslationModule
-    from keras_transformer.runs import load_run
+    from keras_transformer.runs.loading import load_run
 
     run = load_run(args.run, weights=args.weights, task="translate", command="translate")
     if args.n_best > args.beam:

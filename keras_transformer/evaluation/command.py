@@ -30,7 +30,7 @@ from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_pair_arguments
-from keras_transformer.runs import add_weights_argument
+from keras_transformer.arguments import add_weights_argument
 
 SPLITS = ("train", "validation", "test")
 
@@ -151,14 +151,14 @@ def _prepare(args):
         translate_fn = saved_model_translator(loaded)
     else:
         from keras_transformer.evaluation.translators import run_translator
-        from keras_transformer.runs import RunDir
+        from keras_transformer.runs.loading import load_run
 
         if not os.path.isdir(args.run):
             raise FileNotFoundError(
                 f"{args.run} does not exist: train a run first "
                 f"(`keras-transformer train --run {args.run} ...`)."
             )
-        run = RunDir(args.run).load(args.weights)
+        run = load_run(args.run, args.weights)
         split = None if data else (args.split or "test")
         if split:
             sources, references = run.split(split)
@@ -177,7 +177,7 @@ def _prepare(args):
             "alpha": alpha,
             "coverage": coverage,
             "weights": run.weights.record(relative_to=args.run),
-            "target_language": run.config.get("data", {}).get("target_language"),
+            "target_language": run.config["data"]["target_language"],
         }
         translate_fn = run_translator(run, beam_width=beam, alpha=alpha, coverage=coverage)
     if args.limit:
@@ -189,10 +189,11 @@ def _evaluate_task(args, run_dir):
     """Evaluates a split of an "lm" or "classify" run; prints the scores, writes evaluation.json."""
     from keras_transformer.evaluation.tasks import evaluate_classifier
     from keras_transformer.evaluation.tasks import evaluate_language_model
+    from keras_transformer.runs.loading import load_run
 
     for name in ("batch_size", "limit"):
         _check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
-    task = run_dir.task()
+    task = run_dir.task
     refused = [flag for flag, given in (
         ("--data", args.data), ("--source-file", args.source_file), ("--src", args.src),
         ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam),
@@ -205,7 +206,7 @@ def _evaluate_task(args, run_dir):
             f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} for translation runs."
         )
     split = args.split or "test"
-    run = run_dir.load(args.weights)
+    run = load_run(run_dir, args.weights)
     if task == "lm":
         texts = run_dir.read_texts(split)[: args.limit]
         if not texts:
@@ -247,10 +248,10 @@ def run(args):
     from keras_transformer import files
     from keras_transformer.evaluation.scoring import bleu_tokenizer_for
     from keras_transformer.evaluation.scoring import evaluate
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
 
-    if args.run and RunDir(args.run).exists() and RunDir(args.run).task() != "translate":
-        return _evaluate_task(args, RunDir(args.run))
+    if args.run and RunFolder(args.run).exists() and RunFolder(args.run).task != "translate":
+        return _evaluate_task(args, RunFolder(args.run))
     translate_fn, sources, references, facts = _prepare(args)
     tokenize = args.tokenize or bleu_tokenizer_for(facts["target_language"])
     if facts.get("split"):
@@ -286,7 +287,7 @@ def run(args):
             "hypotheses": os.path.abspath(output),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
-        run_dir = RunDir(args.run)
+        run_dir = RunFolder(args.run)
         run_dir.write_evaluation(record)
         print(f"evaluation: {run_dir.evaluation_path}")
     sys.stdout.flush()

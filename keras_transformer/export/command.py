@@ -11,7 +11,7 @@ from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import MIN_SHARD_ROWS
-from keras_transformer.runs import add_weights_argument
+from keras_transformer.arguments import add_weights_argument
 
 
 def add_arguments(parser):
@@ -124,17 +124,18 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     """Exports the model of a run folder, whatever its task; returns the version folder's path.
 
     `weights`: None (the default choice), "best", "last", "average" or a weights file
-    (`RunDir.weights`). `beam`, `alpha`, `coverage` and `parallel_searches`
+    (`RunFolder.weights`). `beam`, `alpha`, `coverage` and `parallel_searches`
     (`SequenceSearch`'s, None for its default) concern translators, `max_new_tokens` language models,
     `max_length` and `xla` both.
     """
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.runs.loading import load_run
 
     check_model_name(name)
-    run_folder = RunDir(run_dir)
-    run = run_folder.load(weights)
+    run_folder = RunFolder(run_dir)
+    run = load_run(run_folder, weights)
     if run.task == "lm":
         module, warmup, details = _language_model_export(
             run, run_folder, max_length, max_new_tokens, xla)
@@ -156,7 +157,7 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     return write_export(
         module, base, name, version=version, overwrite=overwrite, warmup_texts=warmup,
         manifest=manifest, keras_model=run.model if keras_file else None,
-        asset_files=run_folder.tokenizer_files(run.config),
+        asset_files=run_folder.tokenizer_files(),
     )
 
 

@@ -16,6 +16,7 @@ _LAZY = {
     "preset": "config",
     "Seq2SeqTransformer": "transformer",
     "build_transformer": "transformer",
+    "build_task_model": "task_model",
 }
 
 __all__ = sorted(_LAZY)

@@ -23,9 +23,10 @@ differs from it.
 
 import argparse
 
+from keras_transformer.constants import DEFAULT_TASK
+from keras_transformer.constants import TASKS
 from keras_transformer.data.corpus import add_pair_arguments
 from keras_transformer.ops.choices import ACTIVATIONS
-from keras_transformer.runs import TASKS
 from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.strategy import STRATEGIES
 
@@ -133,12 +134,12 @@ def add_arguments(parser):
 
 def run(args):
     from keras_transformer.data.corpus import pair_files
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import train
 
-    run_dir = RunDir(args.run)
-    task = args.task or (run_dir.task() if run_dir.exists() else "translate")
+    run_dir = RunFolder(args.run)
+    task = args.task or (run_dir.task if run_dir.exists() else DEFAULT_TASK)
     config = TrainingConfig.from_flags(args, stored=run_dir.read_training_config(), task=task)
     src, tgt = args.src or DEFAULT_LANGUAGES[0], args.tgt or DEFAULT_LANGUAGES[1]
     if task == "translate":
@@ -168,7 +169,7 @@ def run(args):
         name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name) is not None
     }
     if run_dir.exists():
-        _check_model_unchanged(args.run, run_dir.read_config()["model"], model_overrides)
+        _check_model_unchanged(args.run, run_dir.config["model"], model_overrides)
     else:  # checked before the split and the tokenizers are written
         from keras_transformer.models.config import preset
 

@@ -1,7 +1,6 @@
 """What each training task is: one place per task for its data, tokenizers, model, loss and evaluation.
 
-A run folder trains one task, recorded as "task" in its config.json (none recorded:
-"translate", the runs from before tasks). `train` (trainer.py) is the same loop for
+A run folder trains one task, recorded as "task" in its config.json. `train` (trainer.py) is the same loop for
 every task (schedule, optimizer, checkpoints, backup and resume, best and averaged
 weights, history); it asks the run's `Task` for the rest:
 
@@ -22,8 +21,8 @@ classify     `LabelledFile`: label<TAB>text     `build_classifier`; smoothed cro
 
 The splits of "lm" and "classify" are `split_texts` (seeded, equal texts on one
 side); their one SentencePiece model is trained on the training split only. The
-run-folder files of each task: `keras_transformer.runs`; the model of each task:
-`keras_transformer.runs.build_run_model`; the evaluation of "lm" and "classify":
+run-folder files of each task: `keras_transformer.runs.folder`; the model of each task:
+`keras_transformer.models.task_model.build_task_model`; the evaluation of "lm" and "classify":
 `keras_transformer.evaluation.tasks`.
 
 Shape notation: B batch, T tokens, V vocabulary, C classes.
@@ -32,11 +31,11 @@ Shape notation: B batch, T tokens, V vocabulary, C classes.
 import dataclasses
 import os
 
-from keras_transformer.runs import DEFAULT_TASK
-from keras_transformer.runs import TASKS
-from keras_transformer.runs import RunDir
-from keras_transformer.runs import build_run_model
-from keras_transformer.runs import task_of
+from keras_transformer.constants import DEFAULT_TASK
+from keras_transformer.constants import TASKS
+from keras_transformer.models.task_model import build_task_model
+from keras_transformer.runs.folder import RunFolder
+from keras_transformer.runs.folder import task_of
 
 FORMAT_VERSION = 1
 
@@ -65,8 +64,8 @@ class Task:
         raise NotImplementedError
 
     def build_model(self, run_config):
-        """The run's model (not compiled), from its config.json (`RunDir.build_model`)."""
-        return build_run_model(run_config)
+        """The run's model (not compiled), from its config.json (`build_task_model`)."""
+        return build_task_model(run_config)
 
     def make_datasets(self, run, run_config, config, seed, static_shapes=False):
         """(training, validation) `tf.data` pipelines of `(inputs, labels)` batches."""
@@ -145,7 +144,7 @@ def prepare_run(
     from keras_transformer.data.tokenizer import train_tokenizers
     from keras_transformer.models.config import preset as make_preset
 
-    run = RunDir(run_dir)
+    run = RunFolder(run_dir)
     if data is None:
         raise ValueError(
             f"{run_dir} is not a run folder yet: pass the corpus (--data, or "
@@ -244,7 +243,7 @@ def prepare_run(
                 "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
                 "tagged": bool(dictionary_tag)},
             "bidirectional": bool(bidirectional),
-            # What the source tokenizer puts before every sentence (`RunDir.tokenizers`).
+            # What the source tokenizer puts before every sentence (`RunFolder.tokenizers`).
             "source_prefix": source_prefix,
             "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
             "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
@@ -359,7 +358,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     """The training and validation `tf.data` pipelines of a run folder.
 
     Args:
-        run_dir: the `RunDir`.
+        run_dir: the `RunFolder`.
         run_config: its parsed config.json.
         config: the `TrainingConfig` (batch sizes).
         seed: seed of the training data order.
@@ -369,7 +368,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     from keras_transformer.data.pipeline import make_training_dataset
 
     data = run_config["data"]
-    source_tokenizer, target_tokenizer = run_dir.tokenizers(run_config)
+    source_tokenizer, target_tokenizer = run_dir.tokenizers()
     # A bidirectional run's training sources carry their own direction tags; the
     # validation sources get the run's, as sentences to translate do.
     validation_source_tokenizer = source_tokenizer
@@ -484,7 +483,7 @@ class _TextTask(Task):
         from keras_transformer.data.tokenizer import train_sentencepiece
         from keras_transformer.models.config import preset as make_preset
 
-        run = RunDir(run_dir)
+        run = RunFolder(run_dir)
         if data is None:
             raise ValueError(f"{run_dir} is not a run folder yet: pass the data (--data).")
         labels, texts = self._read(data)
@@ -539,11 +538,6 @@ class _TextTask(Task):
         run.write_config(config)
         return config
 
-    def _tokenizer(self, run, run_config):
-        from keras_transformer.data.tokenizer import SubwordTokenizer
-
-        return SubwordTokenizer.from_file(run.tokenizer_path(run_config))
-
     def _finish(self, train, validation, static_shapes, run_config, config, pad_rows):
         if static_shapes:
             max_length = run_config["data"]["max_length"]
@@ -578,7 +572,7 @@ class LanguageModelTask(_TextTask):
         from keras_transformer.data.pipeline import make_lm_eval_dataset
         from keras_transformer.data.pipeline import make_lm_training_dataset
 
-        tokenizer = self._tokenizer(run, run_config)
+        tokenizer = run.tokenizer()
         max_length = run_config["data"]["max_length"]
         train = make_lm_training_dataset(
             run.read_texts("train"), tokenizer, token_budget=config.token_budget,
@@ -642,7 +636,7 @@ class ClassificationTask(_TextTask):
         from keras_transformer.data.pipeline import make_classification_eval_dataset
         from keras_transformer.data.pipeline import make_classification_training_dataset
 
-        tokenizer = self._tokenizer(run, run_config)
+        tokenizer = run.tokenizer()
         names = run.read_labels()
         max_length = run_config["data"]["max_length"]
         train_labels, train_texts = run.read_labelled("train")

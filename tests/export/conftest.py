@@ -47,15 +47,16 @@ def english_tokenizer():
 def _untrained_run(root, task_name, data):
     """A run folder of `task_name` prepared on `data` (400 examples, tiny preset, 32
     positions), its weights the seeded initialisation (final.weights.h5)."""
-    from keras_transformer.runs import FINAL_WEIGHTS_NAME
-    from keras_transformer.runs import RunDir
+    from keras_transformer.models.task_model import build_task_model
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.tasks import task_for
 
     run_dir = str(root / "run")
     task_for(task_name).prepare(run_dir, data, "tiny", max_examples=400, vocab_size=300,
                                 model_overrides={"max_length": 32})
     keras.utils.set_random_seed(11)
-    RunDir(run_dir).build_model().save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+    folder = RunFolder(run_dir)
+    build_task_model(folder.config).save_weights(folder.final_weights_path)
     return run_dir
 
 
