@@ -26,11 +26,11 @@ import datetime
 import os
 import sys
 
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_pair_arguments
-from keras_transformer.arguments import add_weights_argument
 
 SPLITS = ("train", "validation", "test")
 

@@ -7,11 +7,11 @@ else the best) are exported unless `--weights` says otherwise; the manifest
 records the task and which weights (kind, file, epoch, step, validation loss).
 """
 
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import MIN_SHARD_ROWS
-from keras_transformer.arguments import add_weights_argument
 
 
 def add_arguments(parser):

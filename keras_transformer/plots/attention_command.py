@@ -8,9 +8,9 @@
 import os
 import sys
 
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.plots.attention import KINDS
-from keras_transformer.arguments import add_weights_argument
 
 
 def add_arguments(parser):

@@ -1,8 +1,9 @@
 """What each training task is: one place per task for its data, tokenizers, model, loss and evaluation.
 
-A run folder trains one task, recorded as "task" in its config.json. `train` (trainer.py) is the same loop for
-every task (schedule, optimizer, checkpoints, backup and resume, best and averaged
-weights, history); it asks the run's `Task` for the rest:
+A run folder trains one task, recorded as "task" in its config.json. `train`
+(trainer.py) is the same loop for every task (schedule, optimizer, checkpoints,
+backup and resume, best and averaged weights, history); it asks the run's `Task`
+for the rest:
 
 ===========  =================================  =========================================
 task         data (a new run)                   model, loss, metrics (history), evaluate
