@@ -42,9 +42,9 @@ def _autotuned(for_fit):
 
 
 def _epoch_seconds(run_dir):
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
 
-    totals = [record["train_seconds"] for record in RunDir(run_dir).read_history()]
+    totals = [record["train_seconds"] for record in RunFolder(run_dir).history.read()]
     return [later - earlier for earlier, later in zip([0.0, *totals], totals)]
 
 

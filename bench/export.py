@@ -246,10 +246,10 @@ def _run_formats(results, run_dir, quick, xla_modes):
     from bench.common import THREAD_POOLS
     from keras_transformer.evaluation.scoring import bleu_tokenizer_for
     from keras_transformer.evaluation.scoring import score
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
 
-    run_folder = RunDir(run_dir)
-    sources, references = run_folder.load().split("test")
+    run_folder = RunFolder(run_dir)
+    sources, references = run_folder.read_split("test")
     if quick:
         sources, references = sources[:64], references[:64]
     sentences = [text for text in sources if text][:64]
@@ -267,7 +267,7 @@ def _run_formats(results, run_dir, quick, xla_modes):
     if completed.returncode != 0:
         raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
     measured = json.loads(completed.stdout.strip().splitlines()[-1])
-    tokenize = bleu_tokenizer_for(run_folder.read_config()["data"].get("target_language"))
+    tokenize = bleu_tokenizer_for(run_folder.config["data"].get("target_language"))
     label = f"{os.path.basename(os.path.normpath(run_dir))} formats"
     for name, numbers in measured.items():
         numbers["bleu"] = score(numbers.pop("hypotheses"), references, tokenize=tokenize).bleu

@@ -30,7 +30,7 @@ COMMANDS = {
     "export": ("keras_transformer.export.command", "export a run as a versioned SavedModel for TF Serving"),
     "translate": ("keras_transformer.translate", "translate sentences with a run folder or a server"),
     "serve": ("keras_transformer.serving.command", "serve exported models over TF Serving's REST and gRPC APIs"),
-    "average": ("keras_transformer.training.average", "average a run's epoch checkpoints into average.weights.h5"),
+    "average": ("keras_transformer.runs.average_command", "average a run's epoch checkpoints into average.weights.h5"),
     "evaluate": ("keras_transformer.evaluation.command", "BLEU/chrF, perplexity or accuracy/F1 of a run or export"),
     "plot-attention": ("keras_transformer.plots.attention_command", "draw a translation's attention as layers x heads heatmaps"),
     "plot-history": ("keras_transformer.plots.history_command", "draw a run's loss, accuracy and learning-rate curves"),

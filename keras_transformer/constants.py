@@ -24,3 +24,8 @@ MIN_SHARD_ROWS = 16
 # (`keras_transformer.data.pipeline`): a fixed batch size per length bucket (the
 # default), or each epoch sorted by length and cut into full batches.
 BATCHINGS = ("buckets", "sorted")
+
+# The tasks a run trains, as config.json's "task" names them, and the one `train`
+# takes when none is given.
+TASKS = ("translate", "lm", "classify")
+DEFAULT_TASK = "translate"

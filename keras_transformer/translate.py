@@ -13,11 +13,11 @@ model uses its default weights (the average training wrote, else the best) unles
 
 import sys
 
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_source_arguments
-from keras_transformer.runs import add_weights_argument
 
 
 def add_arguments(parser):

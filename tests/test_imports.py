@@ -37,11 +37,13 @@ FLOORS = {
     "runs": 3,
     # The task objects: a model with its tokenizers; they make the export modules.
     "tasks": 3,
+    # Command-line arguments several commands share (`--weights` names a run's choices).
+    "arguments": 3,
     "export": 3,
     "evaluation": 3,
     "plots": 3,
     "training": 4,
-    # Plain dataclasses of settings, stored in the run folder and read by `runs`.
+    # Plain dataclasses of settings, stored in the run folder and read by `runs.folder`.
     "training.config": 2,
     # Loss and metric math (Keras and TensorFlow only): evaluation scores a language
     # model with the perplexity metric it was trained with.
@@ -71,10 +73,18 @@ LIGHT_MODULES = [
     "keras_transformer.files",
     "keras_transformer.lazy",
     "keras_transformer.runs",
+    "keras_transformer.runs.folder",
+    "keras_transformer.runs.checkpoints",
+    "keras_transformer.runs.history",
+    "keras_transformer.runs.weights",
+    "keras_transformer.runs.loading",
+    "keras_transformer.runs.average_command",
+    "keras_transformer.arguments",
     "keras_transformer.cli",
     "keras_transformer.ops.checks",
     "keras_transformer.ops.choices",
     "keras_transformer.models.config",
+    "keras_transformer.models.task_model",
     "keras_transformer.training.config",
 ]
 HEAVY = ("tensorflow", "keras", "tensorflow_text")

@@ -26,11 +26,11 @@ import datetime
 import os
 import sys
 
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_pair_arguments
-from keras_transformer.runs import add_weights_argument
 
 SPLITS = ("train", "validation", "test")
 
@@ -158,14 +158,14 @@ def _prepare(args):
         translate_fn = saved_model_translator(loaded)
     else:
         from keras_transformer.evaluation.translators import run_translator
-        from keras_transformer.runs import RunDir
+        from keras_transformer.runs.loading import load_run
 
         if not os.path.isdir(args.run):
             raise FileNotFoundError(
                 f"{args.run} does not exist: train a run first "
                 f"(`keras-transformer train --run {args.run} ...`)."
             )
-        run = RunDir(args.run).load(args.weights)
+        run = load_run(args.run, args.weights)
         split = None if data else (args.split or "test")
         if split:
             sources, references = run.split(split)
@@ -184,7 +184,7 @@ def _prepare(args):
             "alpha": alpha,
             "coverage": coverage,
             "weights": run.weights.record(relative_to=args.run),
-            "target_language": run.config.get("data", {}).get("target_language"),
+            "target_language": run.config["data"]["target_language"],
         }
         translate_fn = run_translator(run, beam_width=beam, alpha=alpha, coverage=coverage)
     if args.limit:
@@ -223,11 +223,12 @@ def _ctranslate2_source(args, data):
 
 def _evaluate_task(args, run_dir):
     """Evaluates a split of an "lm" or "classify" run; prints the scores, writes evaluation.json."""
-    from keras_transformer.tasks.base import task_for
+    from keras_transformer.runs.loading import load_run
+    from keras_transformer.tasks.loading import task_for
 
     for name in ("batch_size", "limit"):
         _check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
-    task = run_dir.task()
+    task = run_dir.task
     refused = [flag for flag, given in (
         ("--data", args.data), ("--source-file", args.source_file), ("--src", args.src),
         ("--tgt", args.tgt), ("--src-column", args.src_column), ("--beam", args.beam),
@@ -240,8 +241,8 @@ def _evaluate_task(args, run_dir):
             f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} for translation runs."
         )
     split = args.split or "test"
-    recipe = task_for(run_dir.read_config())
-    run = run_dir.load(args.weights)
+    recipe = task_for(run_dir.config)
+    run = load_run(run_dir, args.weights)
     scores = recipe.evaluate_split(run, run_dir, split, args.batch_size, args.limit)
     for line in recipe.describe_scores(scores, split):
         print(line)
@@ -267,12 +268,12 @@ def run(args):
     from keras_transformer import files
     from keras_transformer.evaluation.scoring import bleu_tokenizer_for
     from keras_transformer.evaluation.scoring import evaluate
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
 
-    from keras_transformer.tasks.base import task_for
+    from keras_transformer.tasks.loading import task_for
 
-    if args.run and RunDir(args.run).exists() and not task_for(RunDir(args.run).read_config()).scored_by_bleu:
-        return _evaluate_task(args, RunDir(args.run))
+    if args.run and RunFolder(args.run).exists() and not task_for(RunFolder(args.run).config).scored_by_bleu:
+        return _evaluate_task(args, RunFolder(args.run))
     translate_fn, sources, references, facts = _prepare(args)
     tokenize = args.tokenize or bleu_tokenizer_for(facts["target_language"])
     if facts.get("split"):
@@ -308,7 +309,7 @@ def run(args):
             "hypotheses": os.path.abspath(output),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
-        run_dir = RunDir(args.run)
+        run_dir = RunFolder(args.run)
         run_dir.write_evaluation(record)
         print(f"evaluation: {run_dir.evaluation_path}")
     sys.stdout.flush()

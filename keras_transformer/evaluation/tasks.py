@@ -1,6 +1,6 @@
 """Evaluating the runs of the other tasks: a language model's perplexity, a classifier's scores.
 
-Both read a loaded `keras_transformer.runs.Run` (`RunDir.load`) and batch its texts
+Both read a loaded `keras_transformer.runs.Run` (`load_run`) and batch its texts
 as training did (`keras_transformer.data.pipeline`); `keras-transformer evaluate`
 calls them for a run whose task is "lm" or "classify" (translation: `scoring`).
 What each task trains on and how: `keras_transformer.tasks`.

@@ -3,7 +3,7 @@
 Both are `translate_fn(list of strings) -> list of strings`:
 
 * `run_translator(run)` wraps a `TranslationModule` built in process from a run
-  folder (`keras_transformer.runs.load_run`);
+  folder (`keras_transformer.runs.loading.load_run`);
 * `saved_model_translator(path)` calls the `serving_default` signature of an
   exported SavedModel (`export/<name>/<version>/`), needing no model code;
 * `ctranslate2_translator(path)` runs a CTranslate2 model folder
@@ -61,7 +61,7 @@ def run_translator(run, beam_width=DEFAULT_BEAM_WIDTH, alpha=DEFAULT_ALPHA,
     """The `translate_fn` of a run folder's model.
 
     Args:
-        run: a `keras_transformer.runs.Run` (from `load_run`).
+        run: a `keras_transformer.runs.loading.Run` (from `load_run`).
         beam_width: 1 for greedy search.
         alpha: length-penalty exponent of beam search.
         coverage: weight of beam search's coverage penalty.

@@ -14,12 +14,11 @@ the float32 weights and tokenizers (`Task.save_to_preset`) that `keras_transform
 and `train --init-from` fine-tune from (`--no-preset` leaves it out).
 """
 
-
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import MIN_SHARD_ROWS
-from keras_transformer.runs import add_weights_argument
 
 FORMATS = ("savedmodel", "ctranslate2")
 # Choices as the command line shows them (`export.quantization`, `export.ctranslate2`
@@ -100,7 +99,7 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
 
     The run's task object (`keras_transformer.load`) makes the exported module
     (`Task.export_parts`). `weights`: None (the default choice), "best", "last",
-    "average" or a weights file (`RunDir.weights`). `beam`, `alpha`, `coverage` and
+    "average" or a weights file (`RunFolder.weights`). `beam`, `alpha`, `coverage` and
     `parallel_searches` (`SequenceSearch`'s, None for its default) concern translators,
     `max_new_tokens` language models, `max_length` and `xla` both. With `preset`,
     the version folder also holds `preset/` (`Task.save_to_preset`): what
@@ -112,11 +111,11 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     from keras_transformer.export.quantization import quantize_model
     from keras_transformer.export.writer import check_model_name
     from keras_transformer.export.writer import write_export
-    from keras_transformer.runs import RunDir
-    from keras_transformer.tasks.base import load
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.tasks.loading import load
 
     check_model_name(name)
-    run_folder = RunDir(run_dir)
+    run_folder = RunFolder(run_dir)
     task = load(run_dir, weights=weights)
     preset_task = task if quantize == "none" else load(run_dir, weights=weights)
     task.model = quantize_model(task.model, quantize)
@@ -137,7 +136,7 @@ def export_run(run_dir, name, base="export", version=None, beam=DEFAULT_BEAM_WID
     return write_export(
         module, base, name, version=version, overwrite=overwrite,
         warmup_texts=task.warmup_texts(run_folder), manifest=manifest,
-        preset=preset_task if preset else None, asset_files=run_folder.tokenizer_files(task.config),
+        preset=preset_task if preset else None, asset_files=run_folder.tokenizer_files(),
     )
 
 
@@ -147,11 +146,12 @@ def export_ctranslate2(run_dir, name, base="export", quantization="int8", weight
     from keras_transformer.export.ctranslate2 import convert_run
     from keras_transformer.export.ctranslate2 import ctranslate2_folder
     from keras_transformer.export.writer import check_model_name
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.runs.loading import load_run
 
     check_model_name(name)
-    run_folder = RunDir(run_dir)
-    run = run_folder.load(weights, task="translate", command="export --format ctranslate2")
+    run_folder = RunFolder(run_dir)
+    run = load_run(run_folder, weights, task="translate", command="export --format ctranslate2")
     return convert_run(run, run_folder, ctranslate2_folder(base, name, quantization),
                        quantization=quantization, overwrite=overwrite)
 

@@ -222,8 +222,8 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
     """Writes a loaded translator run as a CTranslate2 model folder; returns its path.
 
     Args:
-        run: a loaded "translate" `Run` (`RunDir.load`).
-        run_folder: its `RunDir` (for the tokenizer files and the manifest).
+        run: a loaded "translate" `Run` (`RunFolder.load`).
+        run_folder: its `RunFolder` (for the tokenizer files and the manifest).
         output_dir: the folder to write.
         quantization: one of `CTRANSLATE2_QUANTIZATIONS`, CTranslate2's weight type.
         overwrite: replace an existing folder (otherwise `FileExistsError`).
@@ -232,13 +232,15 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
     if quantization not in CTRANSLATE2_QUANTIZATIONS:
         raise ValueError(f"--ct2-quantization must be one of "
                          f"{', '.join(CTRANSLATE2_QUANTIZATIONS)}; received {quantization!r}.")
-    if run.task != "translate":
-        raise ValueError(f"the CTranslate2 format holds translators; this run's task is "
-                         f"{run.task!r}.")
+    from keras_transformer.models.transformer import Seq2SeqTransformer
+
+    if not isinstance(run.model, Seq2SeqTransformer):
+        raise ValueError(f"the CTranslate2 format holds encoder-decoder translators; this run's "
+                         f"task is {run.task!r}.")
     check_representable(run.model)
     if os.path.exists(output_dir) and not overwrite:
         raise FileExistsError(f"{output_dir} already exists; pass --overwrite to replace it.")
-    source_path, target_path = run_folder.tokenizer_files(run.config)
+    source_path, target_path = run_folder.tokenizer_files()
     spec = transformer_spec(run.model, sentencepiece_pieces(source_path),
                             sentencepiece_pieces(target_path))
 

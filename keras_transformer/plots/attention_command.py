@@ -8,9 +8,9 @@
 import os
 import sys
 
+from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.plots.attention import KINDS
-from keras_transformer.runs import add_weights_argument
 
 
 def add_arguments(parser):
@@ -47,7 +47,7 @@ def run(args):
         maps = attention.from_saved_model(loaded, args.text, kind=args.kind)
     else:
         from keras_transformer.evaluation.translators import translation_module
-        from keras_transformer.runs import load_run
+        from keras_transformer.runs.loading import load_run
 
         if not os.path.isdir(args.run):
             raise FileNotFoundError(f"{args.run} does not exist: train a run first.")

@@ -1,7 +1,7 @@
 """Training curves of a run folder: loss, accuracy and learning rate.
 
 Training (`keras_transformer.training.callbacks.RunHistory`) appends one record
-per epoch to the run's history (read with `keras_transformer.runs.RunDir.read_history`):
+per epoch to the run's history (read with `keras_transformer.runs.history.History.read`):
 
     {"epoch": 0, "step": 212, "train_seconds": 95.1, "learning_rate": 0.00041,
      "loss": 6.2, "masked_accuracy": 0.12, "val_loss": 5.4, "val_masked_accuracy": 0.19}
@@ -12,7 +12,7 @@ x axis is the optimizer step at the end of each epoch (the epoch when a record
 has no step). Non-finite values are stored as null and left as gaps.
 
 Example:
-    >>> figure = history_figure(RunDir("runs/zh-en").read_history(required=True))  # doctest: +SKIP
+    >>> figure = history_figure(RunFolder("runs/zh-en").history.read(required=True))  # doctest: +SKIP
     >>> save_checked(figure, "history.png")  # doctest: +SKIP
 """
 
@@ -63,7 +63,7 @@ def history_figure(records, title=None):
     "val_loss", "learning_rate", ...) and whose label says training or validation.
 
     Args:
-        records: the list from `RunDir.read_history`.
+        records: the list from `History.read`.
         title: figure title.
 
     Returns:

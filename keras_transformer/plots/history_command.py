@@ -3,7 +3,7 @@
     keras-transformer plot-history --run runs/zh-en -o history.png
 """
 
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 
 
 def add_arguments(parser):
@@ -16,7 +16,7 @@ def run(args):
     from keras_transformer.plots.fonts import save_checked
     from keras_transformer.plots.history import history_figure
 
-    records = RunDir(args.run).read_history(required=True)
+    records = RunFolder(args.run).history.read(required=True)
     figure = history_figure(records, title=f"{args.run}: {len(records)} epochs")
     save_checked(figure, args.output, dpi=args.dpi)
     print(f"training history ({len(records)} epochs): {args.output}")

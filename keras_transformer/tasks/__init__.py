@@ -10,9 +10,9 @@ from keras_transformer.lazy import lazy_getattr
 
 _LAZY = {
     "Task": "base",
-    "load": "base",
-    "task_for": "base",
-    "task_names": "base",
+    "load": "loading",
+    "task_for": "loading",
+    "task_names": "loading",
     "describe_path": "base",
     "read_model_config": "base",
     "Translator": "translator",

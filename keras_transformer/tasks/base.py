@@ -15,7 +15,7 @@ Four kinds of path name a model (`load`, `Task.from_preset`):
 - a preset folder (written by `Task.save_to_preset`): config.json, model.weights.h5,
   the tokenizer models (and labels.json);
 - a run folder (written by `keras-transformer train`): its config.json and the
-  weights `weights` chooses (`RunDir.weights`);
+  weights `weights` chooses (`RunFolder.weights`);
 - an export version folder (`export/<name>/<version>/`, or the model base for its
   latest version): its string calls run the SavedModel's signatures, exactly as a
   server does; `fit` and `save_to_preset` read the `preset/` folder inside it.
@@ -29,35 +29,13 @@ import os
 
 from keras_transformer import files
 from keras_transformer.models.config import PRESETS
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 
 PRESET_CONFIG = "config.json"
 PRESET_WEIGHTS = "model.weights.h5"
 LABELS_FILE = "labels.json"
 # config.json of a preset folder says so; a run's says nothing.
 PRESET_FORMAT = "keras_transformer.preset"
-
-
-def _registry():
-    from keras_transformer.tasks.causal_lm import CausalLM
-    from keras_transformer.tasks.text_classifier import TextClassifier
-    from keras_transformer.tasks.translator import Translator
-
-    return {task.name: task for task in (Translator, CausalLM, TextClassifier)}
-
-
-def task_names():
-    """The task names a run or a preset may record: translate, lm, classify."""
-    return tuple(_registry())
-
-
-def task_for(config_or_name):
-    """The `Task` subclass of a task name, or of a parsed run or preset config.json."""
-    name = config_or_name.get("task") if isinstance(config_or_name, dict) else config_or_name
-    registry = _registry()
-    if name not in registry:
-        raise ValueError(f"Unknown task {name!r}; accepted: {list(registry)}.")
-    return registry[name]
 
 
 def is_export(path):
@@ -83,7 +61,7 @@ def describe_path(path):
         return "preset name"
     if is_preset_folder(path):
         return "preset"
-    if RunDir(path).exists():
+    if RunFolder(path).exists():
         return "run"
     if is_export(path):
         return "export"
@@ -131,13 +109,12 @@ def init_source(path, task=None):
     """
     config, folder = read_model_config(path)
     if task is not None and config.get("task") != task:
-        found = task_for(config)
         raise ValueError(
-            f"--init-from {path} holds a {found.title} model (task {found.name}); a run of task "
+            f"--init-from {path} holds a model of task {config.get('task')}; a run of task "
             f"{task} starts from a model of its own task."
         )
     if describe_path(path) == "run":
-        return config, folder, RunDir(path).weights(None).path
+        return config, folder, RunFolder(path).weights(None).path
     return config, folder, os.path.join(folder, PRESET_WEIGHTS)
 
 
@@ -145,61 +122,6 @@ def _resolve_export(path):
     from keras_transformer.evaluation.translators import resolve_saved_model
 
     return resolve_saved_model(path)
-
-
-def load(path, weights=None, **options):
-    """The task object of a model folder: its task is read from what is at `path`.
-
-    Args:
-        path: a preset folder, a run folder, or an export version folder (or model
-            base); see the module docstring. A built-in preset name needs its task:
-            `Translator.from_preset("tiny", ...)`.
-        weights: a run's weights: None (its default), "best", "last", "average" or
-            a weights file (`RunDir.weights`); not for presets and exports.
-        **options: the task's own loading options (see each task's `from_preset`).
-
-    Returns:
-        A `Translator`, `CausalLM` or `TextClassifier`.
-
-    Example:
-        >>> translator = keras_transformer.load("runs/zh-en")  # doctest: +SKIP
-        >>> translator.translate(["我们来试试。"])  # doctest: +SKIP
-        ['Let's try.']
-    """
-    kind = describe_path(path)
-    if kind == "preset name":
-        raise ValueError(
-            f"{path} is a built-in preset name: it says the model's shape, not its task; use "
-            f"Translator.from_preset({path!r}, ...), CausalLM.from_preset or "
-            "TextClassifier.from_preset."
-        )
-    if weights is not None and kind != "run":
-        raise ValueError(f"`weights` chooses among a run's weights; {path} is a {kind} folder.")
-    if kind == "export":
-        return _load_export(os.fspath(path), **options)
-    if kind == "run":
-        run = RunDir(path)
-        config = run.read_config()
-        chosen = run.weights(weights)
-        return task_for(config).from_folder(run.path, config, chosen.path, weights=chosen,
-                                            **options)
-    config = files.read_json(os.path.join(path, PRESET_CONFIG))
-    return task_for(config).from_folder(os.fspath(path), config,
-                                        os.path.join(path, PRESET_WEIGHTS), **options)
-
-
-def _load_export(path, **options):
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-
-    from keras_transformer.evaluation.translators import read_manifest
-
-    folder = _resolve_export(path)
-    manifest = read_manifest(folder)
-    task = task_for(manifest.get("task"))
-    if options:
-        raise ValueError(f"An export is loaded as it was exported; received {sorted(options)}.")
-    return task.from_export(folder, manifest, tf.saved_model.load(folder))
 
 
 class Task:
@@ -255,13 +177,50 @@ class Task:
         path = os.fspath(preset)
         if describe_path(path) == "preset name":
             return cls.from_preset_name(path, **options)
-        task = load(path, weights=weights, **options)
-        if not isinstance(task, cls):
+        return cls.open(path, weights=weights, **options)
+
+    @classmethod
+    def open(cls, path, weights=None, **options):
+        """The model of a preset folder, a run or an export, which must be of this task.
+
+        `keras_transformer.load` calls it on the class the folder's task names.
+        """
+        kind = describe_path(path)
+        if weights is not None and kind != "run":
+            raise ValueError(f"`weights` chooses among a run's weights; {path} is a {kind} folder.")
+        if kind == "export":
+            return cls._open_export(path, **options)
+        config_path = os.path.join(path, PRESET_CONFIG)
+        config = RunFolder(path).config if kind == "run" else files.read_json(config_path)
+        if config.get("task") != cls.name:
             raise ValueError(
-                f"{path} holds a {task.title} model (task {task.name}); "
-                f"{cls.__name__}.from_preset needs a {cls.title} model (task {cls.name})."
+                f"{path} holds a model of task {config.get('task')}; {cls.__name__}.from_preset "
+                f"needs a {cls.title} model (task {cls.name})."
             )
-        return task
+        if kind == "run":
+            run = RunFolder(path)
+            chosen = run.weights(weights, build_model=lambda: cls.build_model(config))
+            return cls.from_folder(run.path, config, chosen.path, weights=chosen, **options)
+        return cls.from_folder(os.fspath(path), config, os.path.join(path, PRESET_WEIGHTS),
+                               **options)
+
+    @classmethod
+    def _open_export(cls, path, **options):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+        from keras_transformer.evaluation.translators import read_manifest
+
+        folder = _resolve_export(path)
+        manifest = read_manifest(folder)
+        if manifest.get("task") != cls.name:
+            raise ValueError(
+                f"{path} holds a model of task {manifest.get('task')}; {cls.__name__}.from_preset "
+                f"needs a {cls.title} model (task {cls.name})."
+            )
+        if options:
+            raise ValueError(f"An export is loaded as it was exported; received {sorted(options)}.")
+        return cls.from_export(folder, manifest, tf.saved_model.load(folder))
 
     @classmethod
     def from_preset_name(cls, name, **options):
@@ -497,7 +456,7 @@ class Task:
 
     @classmethod
     def evaluate_split(cls, run, run_dir, split, batch_size, limit):
-        """The scores of a loaded run (`RunDir.load`) on one of its splits (`evaluate`)."""
+        """The scores of a loaded run (`RunFolder.load`) on one of its splits (`evaluate`)."""
         raise NotImplementedError
 
     @classmethod

@@ -4,7 +4,7 @@ tokenizer, the `split_texts` split of a new run, the batches of `fit`.
 
 import os
 
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.tasks.base import Task
 
 FORMAT_VERSION = 1
@@ -138,7 +138,7 @@ class TextTask(Task):
         from keras_transformer.models.config import TransformerConfig
         from keras_transformer.models.config import preset as make_preset
 
-        run = RunDir(run_dir)
+        run = RunFolder(run_dir)
         if data is None:
             raise ValueError(f"{run_dir} is not a run folder yet: pass the data (--data).")
         labels, texts = cls._read(data)
@@ -224,7 +224,7 @@ class TextTask(Task):
     def _tokenizer(cls, run, run_config):
         from keras_transformer.data.tokenizer import SubwordTokenizer
 
-        return SubwordTokenizer.from_file(run.tokenizer_path(run_config))
+        return SubwordTokenizer.from_file(run.tokenizer_path())
 
     @classmethod
     def _finish(cls, train, validation, static_shapes, run_config, config, pad_rows):

@@ -18,7 +18,7 @@ import shutil
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.tasks.base import Task
 
 FORMAT_VERSION = 1
@@ -94,7 +94,7 @@ def prepare_run(
     from keras_transformer.models.config import TransformerConfig
     from keras_transformer.models.config import preset as make_preset
 
-    run = RunDir(run_dir)
+    run = RunFolder(run_dir)
     if data is None:
         raise ValueError(
             f"{run_dir} is not a run folder yet: pass the corpus (--data, or "
@@ -202,7 +202,7 @@ def prepare_run(
                 "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
                 "tagged": bool(dictionary_tag)},
             "bidirectional": bool(bidirectional),
-            # What the source tokenizer puts before every sentence (`RunDir.tokenizers`).
+            # What the source tokenizer puts before every sentence (`RunFolder.tokenizers`).
             "source_prefix": source_prefix,
             "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
             "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
@@ -216,7 +216,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     """The training and validation `tf.data` pipelines of a run folder.
 
     Args:
-        run_dir: the `RunDir`.
+        run_dir: the `RunFolder`.
         run_config: its parsed config.json.
         config: the `TrainingConfig` (batch sizes).
         seed: seed of the training data order.
@@ -229,7 +229,7 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     from keras_transformer.data.fitting import training_width_step
 
     data = run_config["data"]
-    source_tokenizer, target_tokenizer = run_dir.tokenizers(run_config)
+    source_tokenizer, target_tokenizer = run_dir.tokenizers()
     # A bidirectional run's training sources carry their own direction tags; the
     # validation sources get the run's, as sentences to translate do.
     validation_source_tokenizer = source_tokenizer

@@ -6,7 +6,7 @@ command line), `config` (`TrainingConfig`: every training setting, its default a
 help), `callbacks` (backup, checkpoints, best weights, time budget, history),
 `tasks` (per task: data, tokenizers, datasets, loss and metrics),
 `trainer` (`train`, `prepare_run`, `compile_model`), `command` (`keras-transformer
-train`), `average` (`keras-transformer average`). Names load lazily so that `--help` does not import TensorFlow.
+train`). Names load lazily so that `--help` does not import TensorFlow.
 """
 
 from keras_transformer.lazy import lazy_getattr
@@ -30,7 +30,6 @@ _LAZY = {
     "compile_model": "trainer",
     "make_optimizer": "trainer",
     "prepare_run": "trainer",
-    "read_run_config": "trainer",
     "train": "trainer",
     "Task": "tasks",
     "task_for": "tasks",

@@ -1,8 +1,9 @@
 """Callbacks that make a training run resumable, bounded and observable.
 
 They are built only on Keras' public callback hooks (`on_epoch_begin`,
-`on_train_batch_end`, ...) and write through `keras_transformer.runs.RunDir`,
-which owns the layout and writes every file atomically:
+`on_train_batch_end`, ...) and write through the run folder's checkpoint store and
+history (`keras_transformer.runs`), which own the layout and write every file
+atomically:
 
     backup/        the newest training state (weights + optimizer, epoch, step): `RunBackup`
     checkpoints/   step-<step>.weights.h5 and epoch-<epoch>.weights.h5: `Checkpoints`
@@ -24,8 +25,7 @@ import warnings
 
 import keras
 
-from keras_transformer.runs import LOG_DIR
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 
 
 def optimizer_step(model):
@@ -43,12 +43,12 @@ def restore_backup(model, run_dir):
 
     Args:
         model: the model (call under its strategy's scope).
-        run_dir: the `RunDir` holding the backup.
+        run_dir: the `RunFolder` holding the backup.
 
     Returns:
         The epoch to resume at (0 when there is no backup).
     """
-    state = run_dir.read_backup()
+    state = run_dir.checkpoints.read_backup()
     if state is None:
         return 0
     model.load_weights(state["weights"])
@@ -65,11 +65,11 @@ class RunBackup(keras.callbacks.Callback):
     resuming). The state records the epoch to resume at and the optimizer step.
 
     Args:
-        run_dir: the `RunDir` to save into.
+        run_dir: the `RunFolder` to save into.
         save_freq: "epoch", or also every this many optimizer steps.
 
     Example:
-        >>> backup = RunBackup(RunDir("runs/zh-en"), save_freq=200)  # doctest: +SKIP
+        >>> backup = RunBackup(RunFolder("runs/zh-en"), save_freq=200)  # doctest: +SKIP
     """
 
     def __init__(self, run_dir, save_freq="epoch"):
@@ -104,7 +104,7 @@ class RunBackup(keras.callbacks.Callback):
             return
         state = (self._epoch, optimizer_step(self.model))
         if state != self._saved:
-            self.run_dir.write_backup(self.model, *state)
+            self.run_dir.checkpoints.write_backup(self.model, *state)
             self._saved = state
 
 
@@ -118,13 +118,13 @@ class Checkpoints(keras.callbacks.Callback):
     together to be worth averaging, and too few survive.
 
     Args:
-        run_dir: the `RunDir` to save into.
+        run_dir: the `RunFolder` to save into.
         save_freq: "epoch", or also save at steps that are multiples of this.
         keep: how many step checkpoints to keep (>= 1).
         keep_epochs: how many epoch checkpoints to keep (0: none).
 
     Example:
-        >>> Checkpoints(RunDir("runs/zh-en"), save_freq=500, keep=3, keep_epochs=5)  # doctest: +SKIP
+        >>> Checkpoints(RunFolder("runs/zh-en"), save_freq=500, keep=3, keep_epochs=5)  # doctest: +SKIP
     """
 
     def __init__(self, run_dir, save_freq="epoch", keep=3, keep_epochs=5):
@@ -157,13 +157,13 @@ class Checkpoints(keras.callbacks.Callback):
             return
         path = self._save_step(optimizer_step(self.model))
         if self.keep_epochs:
-            self.run_dir.save_checkpoint(self.model, "epoch", epoch, self.keep_epochs, same_as=path)
+            self.run_dir.checkpoints.save(self.model, "epoch", epoch, self.keep_epochs, same_as=path)
 
     def _save_step(self, step):
         if step != self._last_saved_step:
             self._last_saved_step = step
-            self.run_dir.save_checkpoint(self.model, "step", step, self.keep)
-        return self.run_dir.step_checkpoint_path(step)
+            self.run_dir.checkpoints.save(self.model, "step", step, self.keep)
+        return self.run_dir.checkpoint_path("step", step)
 
 
 class BestWeights(keras.callbacks.Callback):
@@ -174,7 +174,7 @@ class BestWeights(keras.callbacks.Callback):
     epoch, the optimizer step and the validation loss.
 
     Args:
-        run_dir: the `RunDir` to save into.
+        run_dir: the `RunFolder` to save into.
     """
 
     def __init__(self, run_dir):
@@ -183,7 +183,7 @@ class BestWeights(keras.callbacks.Callback):
         self.best = math.inf
 
     def on_train_begin(self, logs=None):
-        stored = self.run_dir.read_best()
+        stored = self.run_dir.checkpoints.read_best()
         self.best = math.inf if stored is None else float(stored["val_loss"])
 
     def on_epoch_end(self, epoch, logs=None):
@@ -191,7 +191,7 @@ class BestWeights(keras.callbacks.Callback):
         if value is None or not math.isfinite(float(value)) or float(value) >= self.best:
             return
         self.best = float(value)
-        self.run_dir.write_best(self.model, epoch, optimizer_step(self.model), self.best)
+        self.run_dir.checkpoints.write_best(self.model, epoch, optimizer_step(self.model), self.best)
 
 
 class TrainingBudget(keras.callbacks.Callback):
@@ -276,7 +276,7 @@ class TrainingBudget(keras.callbacks.Callback):
 
 
 class RunHistory(keras.callbacks.Callback):
-    """Appends one record per epoch to the run's history (`RunDir.write_history`).
+    """Appends one record per epoch to the run's history (`keras_transformer.runs.history`).
 
     A resumed run first drops the records of the epochs it is about to redo (from
     the first epoch `fit` begins), so the history reads as one run. Each record has
@@ -285,10 +285,10 @@ class RunHistory(keras.callbacks.Callback):
     val_masked_accuracy); non-finite values are stored as null.
 
     Args:
-        run_dir: the `RunDir`.
+        run_dir: the `RunFolder`.
 
     Example:
-        >>> RunDir("runs/zh-en").read_history()[-1]["val_loss"]  # doctest: +SKIP
+        >>> RunFolder("runs/zh-en").history.read()[-1]["val_loss"]  # doctest: +SKIP
     """
 
     def __init__(self, run_dir):
@@ -300,7 +300,7 @@ class RunHistory(keras.callbacks.Callback):
         self._first_epoch = None
 
     def on_train_begin(self, logs=None):
-        self.records = self.run_dir.read_history()
+        self.records = self.run_dir.history.read()
         self._first_epoch = None
         self._start = time.monotonic()
 
@@ -321,7 +321,7 @@ class RunHistory(keras.callbacks.Callback):
             value = float(value)
             record[key] = value if math.isfinite(value) else None
         self.records.append(record)
-        self.run_dir.write_history(self.records)
+        self.run_dir.history.write(self.records)
 
 
 class RunProgress(keras.callbacks.Callback):
@@ -372,7 +372,7 @@ def make_callbacks(
     """The training callbacks of a run folder, in the order they must run.
 
     Args:
-        run_dir: the `RunDir` (or its path).
+        run_dir: the `RunFolder` (or its path).
         save_freq: "epoch" or a number of steps, for both the backup and the
             checkpoints.
         keep_checkpoints: how many step checkpoints to keep.
@@ -382,7 +382,7 @@ def make_callbacks(
         patience: epochs without a lower val_loss before early stopping (None
             disables early stopping).
         strategy: the distribution strategy.
-        state_dir: the `RunDir` where a non-chief worker writes its backup,
+        state_dir: the `RunFolder` where a non-chief worker writes its backup,
             checkpoints and best weights (None on the chief: everything goes into
             `run_dir`). Non-chief workers write no history or TensorBoard logs.
         tensorboard_update_freq: "epoch" or a number of steps between logged
@@ -392,7 +392,7 @@ def make_callbacks(
         `(callbacks, budget)`: the list for `fit`, and the `TrainingBudget`
         (whose `stopped_by` tells whether a time or step budget ended the run).
     """
-    run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    run_dir = run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
     chief = state_dir is None
     state_dir = state_dir or run_dir
     budget = TrainingBudget(minutes, max_steps=max_steps, strategy=strategy)
@@ -415,7 +415,7 @@ def make_callbacks(
         if tensorboard_available():
             callbacks.append(
                 keras.callbacks.TensorBoard(
-                    log_dir=run_dir.file(LOG_DIR), update_freq=tensorboard_update_freq
+                    log_dir=run_dir.log_dir, update_freq=tensorboard_update_freq
                 )
             )
         else:

@@ -23,9 +23,10 @@ differs from it.
 
 import argparse
 
+from keras_transformer.constants import DEFAULT_TASK
+from keras_transformer.constants import TASKS
 from keras_transformer.data.corpus import add_pair_arguments
 from keras_transformer.ops.choices import ACTIVATIONS
-from keras_transformer.runs import TASKS
 from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.strategy import STRATEGIES
 
@@ -141,11 +142,11 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import train
 
-    run_dir = RunDir(args.run)
+    run_dir = RunFolder(args.run)
     if args.init_from and not run_dir.exists():
         from keras_transformer.tasks.base import read_model_config
 
@@ -153,19 +154,19 @@ def run(args):
         init_task = read_model_config(args.init_from)[0]["task"]
         task = args.task or init_task
     else:
-        task = args.task or (run_dir.task() if run_dir.exists() else "translate")
+        task = args.task or (run_dir.task if run_dir.exists() else DEFAULT_TASK)
     stored = run_dir.read_training_config()
     if args.config:
         stored = (stored or TrainingConfig.for_task(task)).replace(**read_settings(args.config))
     config = TrainingConfig.from_flags(args, stored=stored, task=task)
-    from keras_transformer.tasks.base import task_for
+    from keras_transformer.tasks.loading import task_for
 
     data, prepare_options = task_for(task).data_from_args(args)
     model_overrides = {
         name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name) is not None
     }
     if run_dir.exists():
-        _check_model_unchanged(args.run, run_dir.read_config()["model"], model_overrides)
+        _check_model_unchanged(args.run, run_dir.config["model"], model_overrides)
     else:  # checked before the split and the tokenizers are written
         from keras_transformer.models.config import preset
 

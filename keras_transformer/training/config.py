@@ -30,9 +30,6 @@ LR_DECAYS = ("rsqrt", "linear")  # after the warmup: keras_transformer/training/
 # How a batch's loss is scaled for its gradient (`losses.with_gradient_scale`): each batch
 # weighs the same (its per-token mean), or each real token does, whatever its batch.
 LOSS_WEIGHTINGS = ("batch", "token")
-# What a run stored before a setting existed trained with, where today's default differs:
-# runs before --loss-weighting (session 28) weighed each batch the same.
-STORED_BEFORE = {"loss_weighting": "batch"}
 # A task's own defaults, where it trains better with another value than the fields'
 # (which are the translator's). The classifier: the learning-rate scale 0.5 scored
 # higher than 0.7 over two seeds (README, "Session 30"). A new run stores the values
@@ -260,15 +257,13 @@ class TrainingConfig:
     def from_dict(cls, values):
         """A config from a dict, e.g. a run folder's "training" entry.
 
-        Keys that are not fields are refused with the list of the accepted ones. A
-        setting whose default changed keeps, for a run stored before it existed, the
-        behaviour that run trained with (`STORED_BEFORE`), so resuming it changes nothing.
+        Keys that are not fields are refused with the list of the accepted ones.
         """
         names = [field.name for field in dataclasses.fields(cls)]
         unknown = sorted(set(values) - set(names))
         if unknown:
             raise ValueError(f"Unknown training settings {unknown}; accepted: {names}.")
-        return cls(**{**STORED_BEFORE, **values})
+        return cls(**values)
 
     def replace(self, **changes):
         """A copy with some fields changed (validated)."""

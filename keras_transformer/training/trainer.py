@@ -1,6 +1,6 @@
 """Training a model with `model.fit`, into a resumable run folder.
 
-The run folder (its layout: `keras_transformer.runs.RunDir`) is the contract
+The run folder (its layout: `keras_transformer.runs.folder`) is the contract
 between `train` and the later steps (evaluate, export). The first call prepares it
 (split, tokenizers, config.json); any later call on the same folder reads it back
 and resumes from the backup: same weights, same optimizer state and step counter,
@@ -22,15 +22,16 @@ import os
 import sys
 import warnings
 
-from keras_transformer.runs import DEFAULT_TASK
-from keras_transformer.runs import RunDir
-from keras_transformer.runs import epochs_to_average
-from keras_transformer.runs import task_of
+from keras_transformer.constants import DEFAULT_TASK
+from keras_transformer.runs.folder import RunFolder
+from keras_transformer.runs.folder import task_of
+from keras_transformer.runs.weights import average_checkpoints
+from keras_transformer.runs.weights import epochs_to_average
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 from keras_transformer.tasks.translator import make_datasets  # noqa: F401 (re-exported)
 from keras_transformer.tasks.translator import prepare_run  # noqa: F401 (re-exported)
 from keras_transformer.training.optimizer import NO_WEIGHT_DECAY  # noqa: F401 (re-exported)
@@ -80,9 +81,6 @@ def cpu_has_bfloat16():
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def read_run_config(run_dir):
-    """The parsed `config.json` of a run folder (`RunDir(run_dir).read_config()`)."""
-    return RunDir(run_dir).read_config()
 
 
 def compile_model(
@@ -314,7 +312,7 @@ def train(
         strategy = make_strategy(strategy, devices=devices)
     import keras
 
-    run = RunDir(run_dir)
+    run = RunFolder(run_dir)
     chief = is_chief(strategy)
     # Non-chief workers prepare their own (identical, deterministic) copy of the run
     # and keep their state in it.
@@ -322,7 +320,7 @@ def train(
     os.makedirs(state.path, exist_ok=True)
     changed = []
     if state.exists():
-        run_config = state.read_config()
+        run_config = state.config
         stored_task = task_of(run_config)
         if task is not None and task != stored_task:
             raise ValueError(
@@ -387,7 +385,7 @@ def train(
     from keras_transformer.training.callbacks import restore_backup
 
     keras.utils.set_random_seed(config.seed)
-    backup = state.read_backup()
+    backup = state.checkpoints.read_backup()
     initial_epoch = int(backup["epoch"]) if backup else 0
     # A resumed run must not replay the first epochs' data order: offset the seed
     # by the epoch it resumes at.
@@ -448,14 +446,14 @@ def train(
             )
         step = optimizer_step(model)
         if chief:
-            run.save_final(model)
+            run.checkpoints.save_final(model)
             # Averaging the newest epoch checkpoints beat both the final and the
             # best-validation-loss weights on the bundled corpus (README: the A/B
             # table); commands use this average by default.
-            kept = run.checkpoints("epoch")
+            kept = run.checkpoints.kept("epoch")
             count = epochs_to_average(kept[-1].number + 1 if kept else 0, len(kept))
             if count >= 2:
-                run.average(last=count)
+                average_checkpoints(run, recipe.build_model(run_config), last=count)
     finally:
         keras.config.set_dtype_policy(previous_policy)
 

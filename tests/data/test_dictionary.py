@@ -67,7 +67,7 @@ def test_bundled_dictionary_is_in_the_documented_format():
 
 
 def test_prepare_run_adds_dictionary_pairs_to_training_only(tmp_path):
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
     dictionary = write(tmp_path / "d.tsv", "zh\ten\n我\tI\n你\tyou\n不存在的词\tnothing\n")
@@ -75,7 +75,7 @@ def test_prepare_run_adds_dictionary_pairs_to_training_only(tmp_path):
     prepare_run(str(tmp_path / "plain"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny", **options)
     prepare_run(str(tmp_path / "dict"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
                 dictionary=str(dictionary), **options)
-    plain, with_dictionary = RunDir(str(tmp_path / "plain")), RunDir(str(tmp_path / "dict"))
+    plain, with_dictionary = RunFolder(str(tmp_path / "plain")), RunFolder(str(tmp_path / "dict"))
     for part in ("validation", "test"):
         assert with_dictionary.read_split(part) == plain.read_split(part)
     (plain_sources, plain_targets), (sources, targets) = plain.read_split("train"), with_dictionary.read_split("train")
@@ -87,7 +87,7 @@ def test_prepare_run_adds_dictionary_pairs_to_training_only(tmp_path):
 
 def test_train_dictionary_option_auto_none_and_file():
     from keras_transformer.data.dictionary import bundled_dictionary
-    from keras_transformer.training.command import _dictionary
+    from keras_transformer.tasks.translator import _dictionary
 
     shipped = str(CEDICT_FOLDER / "cedict.tsv")
     assert _dictionary("auto", "zh", "en") == shipped == _dictionary("auto", "en", "zh")
@@ -100,7 +100,7 @@ def test_dictionary_tag_marks_the_dictionary_words_and_nothing_else(tmp_path):
     from keras_transformer.constants import UNK_ID
     from keras_transformer.data.dictionary import DICTIONARY_TAG
     from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
     dictionary = write(tmp_path / "d.tsv", "zh\ten\n我\tI\n你\tyou\n")
@@ -109,7 +109,7 @@ def test_dictionary_tag_marks_the_dictionary_words_and_nothing_else(tmp_path):
                 dictionary=str(dictionary), **options)
     prepare_run(str(tmp_path / "tagged"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
                 dictionary=str(dictionary), dictionary_tag=True, **options)
-    plain, tagged_run = RunDir(str(tmp_path / "plain")), RunDir(str(tmp_path / "tagged"))
+    plain, tagged_run = RunFolder(str(tmp_path / "plain")), RunFolder(str(tmp_path / "tagged"))
     for part in ("validation", "test"):
         assert tagged_run.read_split(part) == plain.read_split(part)
     plain_sources, targets = plain.read_split("train")

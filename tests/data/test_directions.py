@@ -27,7 +27,7 @@ def test_both_directions_tags_each_pair_with_its_output_language():
 
 def test_a_bidirectional_run_trains_both_ways_and_translates_its_own_way(tmp_path):
     from keras_transformer.data.dictionary import DICTIONARY_TAG
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
     dictionary = tmp_path / "d.tsv"
@@ -37,7 +37,7 @@ def test_a_bidirectional_run_trains_both_ways_and_translates_its_own_way(tmp_pat
                 source_vocab_size=1500, target_vocab_size=800, **options)
     prepare_run(str(tmp_path / "both"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
                 bidirectional=True, dictionary_tag=True, source_vocab_size=2000, **options)
-    plain, both = RunDir(str(tmp_path / "plain")), RunDir(str(tmp_path / "both"))
+    plain, both = RunFolder(str(tmp_path / "plain")), RunFolder(str(tmp_path / "both"))
     for part in ("validation", "test"):  # in the run's direction, untagged
         assert both.read_split(part) == plain.read_split(part)
     plain_pairs = list(zip(*plain.read_split("train")))
@@ -66,8 +66,8 @@ def test_a_bidirectional_run_trains_both_ways_and_translates_its_own_way(tmp_pat
     assert ids == source.with_prefix("").tokenize([TO_TARGET_TAG + sentence]).to_list()[0]
     other_way = source.with_prefix("").tokenize([TO_SOURCE_TAG + sentence]).to_list()[0]
     assert other_way != ids  # the two directions read differently
-    # A run from before the option (no source_prefix in its config) reads as before.
-    assert plain.tokenizers()[0].prefix == ""
+    # A one-direction run's source tokenizer puts nothing before a sentence.
+    assert plain.config["data"]["source_prefix"] == "" and plain.tokenizers()[0].prefix == ""
 
 
 def test_bidirectional_is_a_translation_option(tmp_path, capsys):
@@ -82,21 +82,21 @@ def test_bidirectional_is_a_translation_option(tmp_path, capsys):
 
 @pytest.mark.parametrize("word_dropout", [0.0, 0.5])
 def test_the_training_pipeline_reads_each_source_with_one_direction_tag(tmp_path, word_dropout):
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.tasks.translator import make_datasets
     from keras_transformer.training.trainer import prepare_run
 
     prepare_run(str(tmp_path / "both"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
                 max_pairs=3000, source_vocab_size=2000, bidirectional=True)
-    run_dir = RunDir(str(tmp_path / "both"))
+    run_dir = RunFolder(str(tmp_path / "both"))
     source, _ = run_dir.tokenizers()
     tag_ids = {tag: source.with_prefix("").tokenize([tag]).to_list()[0][-1]
                for tag in (TO_TARGET_TAG, TO_SOURCE_TAG)}
     # Word dropout leaves the tags: they sit below the first text id.
     assert max(tag_ids.values()) < source.first_text_id
     config = TrainingConfig(word_dropout=word_dropout)
-    train, validation = make_datasets(run_dir, run_dir.read_config(), config, seed=0)
+    train, validation = make_datasets(run_dir, run_dir.config, config, seed=0)
 
     for inputs, _ in validation.take(3):  # the run's direction, read as sentences are
         tokens = inputs["encoder_tokens"].numpy()

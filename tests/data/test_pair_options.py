@@ -65,7 +65,7 @@ def test_missing_files_are_named(corpus):
 
 
 def test_train_prepares_a_run_from_two_files(corpus, tmp_path):
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
     from keras_transformer.data.corpus import read_cmn_eng
@@ -77,7 +77,7 @@ def test_train_prepares_a_run_from_two_files(corpus, tmp_path):
     config = prepare_run(str(tmp_path / "run"), data, "zh", "en", "tiny",
                          source_vocab_size=400, target_vocab_size=250)
     assert config["data"]["target_path"] == str(corpus / "big.en")
-    run = RunDir(tmp_path / "run")
+    run = RunFolder(tmp_path / "run")
     sources, targets = run.read_split("train")
     assert sources and set(zip(sources, targets)) <= {(p.source, p.target) for p in pairs}
 

@@ -31,8 +31,7 @@ HISTORY = [
 @pytest.fixture(scope="session")
 def run_dir(tmp_path_factory):
     from keras_transformer.models.transformer import Seq2SeqTransformer
-    from keras_transformer.runs import FINAL_WEIGHTS_NAME
-    from keras_transformer.runs import read_config
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
     run_dir = str(tmp_path_factory.mktemp("evaluation") / "run")
@@ -41,8 +40,9 @@ def run_dir(tmp_path_factory):
         model_overrides={"max_length": MAX_LENGTH}, **SLICE,
     )
     keras.utils.set_random_seed(7)
-    model = Seq2SeqTransformer(read_config(run_dir)["model"])
-    model.save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+    folder = RunFolder(run_dir)
+    model = Seq2SeqTransformer(folder.config["model"])
+    model.save_weights(folder.final_weights_path)
     with open(os.path.join(run_dir, "history.json"), "w", encoding="utf-8") as file:
         json.dump(HISTORY, file)
     return run_dir
@@ -50,7 +50,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def loaded_run(run_dir):
-    from keras_transformer.runs import load_run
+    from keras_transformer.runs.loading import load_run
 
     return load_run(run_dir)
 

@@ -124,7 +124,7 @@ def test_data_reads_tatoeba_columns_and_two_file_corpora_like_train(run_dir, tmp
 
 
 def _split(run_dir):
-    from keras_transformer.runs import load_run
+    from keras_transformer.runs.loading import load_run
 
     return load_run(run_dir).split("test")
 

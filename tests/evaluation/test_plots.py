@@ -14,7 +14,7 @@ from keras_transformer.plots.attention import attention_figure
 from keras_transformer.plots.attention import from_module
 from keras_transformer.plots.attention import from_saved_model
 from keras_transformer.plots.history import history_figure
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 
 SENTENCE = "机器学习很有趣。"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -150,7 +150,7 @@ def test_plot_commands_fail_clearly(run_dir, tmp_path, cli):
 
 
 def test_history_plot_has_every_curve_of_history_json(run_dir, tmp_path, cli):
-    records = RunDir(run_dir).read_history(required=True)
+    records = RunFolder(run_dir).history.read(required=True)
     curves = {key for record in records for key in record} - {"epoch", "step", "train_seconds"}
     assert curves == {"learning_rate", "loss", "masked_accuracy", "val_loss", "val_masked_accuracy"}
 
@@ -179,6 +179,6 @@ def test_history_from_a_real_record_file_layout(tmp_path):
     records = [{"epoch": 0, "step": 5, "train_seconds": 1.0, "learning_rate": 1e-4, "loss": 3.0,
                 "perplexity": 20.0, "val_loss": 2.5, "val_perplexity": 12.0}]
     (tmp_path / "history.json").write_text(json.dumps(records))
-    figure = history_figure(RunDir(str(tmp_path)).read_history(required=True))
+    figure = history_figure(RunFolder(str(tmp_path)).history.read(required=True))
     assert [ax.get_title() for ax in figure.axes] == ["loss", "perplexity", "learning rate"]
     assert os.path.exists(tmp_path / "history.json")

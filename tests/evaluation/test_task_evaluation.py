@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.evaluation.classification import classification_scores
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_evaluate_a_language_model_reports_test_perplexity(cli, lm_copy):
     record = json.loads((lm_copy / "evaluation.json").read_text())
     assert record["task"] == "lm" and record["split"] == "test"
     assert 1 < record["perplexity"] < 250 * 10  # vocabulary of 250: near uniform after 2 epochs
-    assert record["texts"] == len(RunDir(lm_copy).read_texts("test"))
+    assert record["texts"] == len(RunFolder(lm_copy).read_texts("test"))
     assert record["tokens"] >= record["texts"]  # at least EOS per text
     # Two epochs are too few to average (half of them is one), so the best weights serve.
     assert record["weights"]["kind"] == "best"
@@ -46,7 +46,7 @@ def test_evaluate_a_classifier_reports_accuracy_f1_and_a_confusion_matrix(cli, c
     code, out, _ = cli("evaluate", "--run", classify_copy)
     assert code == 0
     record = json.loads((classify_copy / "evaluation.json").read_text())
-    labels, texts = RunDir(classify_copy).read_labelled("test")
+    labels, texts = RunFolder(classify_copy).read_labelled("test")
     assert record["task"] == "classify" and record["split"] == "test"
     assert record["labels"] == ["exclamation", "question", "statement"]
     matrix = np.array(record["confusion_matrix"])
@@ -67,7 +67,7 @@ def test_evaluate_limit_scores_the_first_texts_only(cli, classify_copy):
 @pytest.mark.parametrize(
     "args, command, expected",
     [
-        (["translate", "--run", "{run}", "hello"], "translate", "holds a language model (task lm)"),
+        (["translate", "--run", "{run}", "hello"], "translate", "holds a model of task lm"),
         (["plot-attention", "--run", "{run}", "hello", "--output", "{tmp}/a.png"],
          "plot-attention", "needs a translation run"),
         (["evaluate", "--run", "{run}", "--data", "{tmp}/pairs.tsv"], "evaluate",

@@ -47,15 +47,15 @@ def english_tokenizer():
 def _untrained_run(root, task_name, data):
     """A run folder of `task_name` prepared on `data` (400 examples, tiny preset, 32
     positions), its weights the seeded initialisation (final.weights.h5)."""
-    from keras_transformer.runs import FINAL_WEIGHTS_NAME
-    from keras_transformer.runs import RunDir
-    from keras_transformer.tasks.base import task_for
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.tasks.loading import task_for
 
     run_dir = str(root / "run")
     task_for(task_name).prepare(run_dir, data, "tiny", max_examples=400, vocab_size=300,
                                 model_overrides={"max_length": 32})
     keras.utils.set_random_seed(11)
-    RunDir(run_dir).build_model().save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+    folder = RunFolder(run_dir)
+    task_for(folder.config).build_model(folder.config).save_weights(folder.final_weights_path)
     return run_dir
 
 
@@ -87,8 +87,7 @@ def _translator_run(root, seed=7, **model_overrides):
     sentence to sentence (9 distinct among 40) instead of one repeated word."""
     from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
     from keras_transformer.models.transformer import Seq2SeqTransformer
-    from keras_transformer.runs import FINAL_WEIGHTS_NAME
-    from keras_transformer.runs import read_config
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
     run_dir = str(root / "run")
@@ -96,9 +95,9 @@ def _translator_run(root, seed=7, **model_overrides):
                 model_overrides={"max_length": 16, **model_overrides}, max_pairs=400,
                 source_vocab_size=400, target_vocab_size=250)
     keras.utils.set_random_seed(seed)
-    model = Seq2SeqTransformer(read_config(run_dir)["model"])
+    model = Seq2SeqTransformer(RunFolder(run_dir).config["model"])
     model.set_weights([w * 2.0 if w.ndim >= 2 else w for w in model.get_weights()])
-    model.save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+    model.save_weights(RunFolder(run_dir).final_weights_path)
     return run_dir
 
 

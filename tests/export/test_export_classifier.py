@@ -193,11 +193,11 @@ def test_labels_must_be_distinct(exported):
 def test_export_command_reads_the_task_labels_and_tokenizer_from_a_classify_run(
         classify_run, tmp_path):
     from keras_transformer.export.command import export_run
-    from keras_transformer.runs import RunDir
+    from keras_transformer.runs.folder import RunFolder
 
     path = export_run(classify_run, "sentence_type", base=str(tmp_path), preset=False)
     manifest = json.load(open(os.path.join(path, "manifest.json")))
-    labels = RunDir(classify_run).read_labels()
+    labels = RunFolder(classify_run).read_labels()
     assert manifest["task"] == "classify" and manifest["labels"] == labels
     assert manifest["signatures"] == ["classify", "serving_default"]
     assert os.path.exists(os.path.join(path, "assets", "tokenizer.model"))

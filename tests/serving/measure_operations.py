@@ -409,9 +409,8 @@ def write_tiny_exports(root):
     from keras_transformer.data.corpus import LabelledFile
     from keras_transformer.data.corpus import TextFile
     from keras_transformer.export.command import export_run
-    from keras_transformer.runs import FINAL_WEIGHTS_NAME
-    from keras_transformer.runs import RunDir
-    from keras_transformer.training.tasks import task_for
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.tasks.loading import task_for
 
     runs = {
         "zh_en": ("translate", str(DEFAULT_CMN_ENG_PATH),
@@ -428,7 +427,8 @@ def write_tiny_exports(root):
         task_for(task).prepare(run_dir, data, "tiny", model_overrides={"max_length": 32},
                                **options)
         keras.utils.set_random_seed(11)
-        RunDir(run_dir).build_model().save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
+        config = RunFolder(run_dir).config
+        task_for(config).build_model(config).save_weights(RunFolder(run_dir).final_weights_path)
         export_run(run_dir, name, base=os.path.join(root, "export"), keras_file=False)
         bases[name] = os.path.join(root, "export", name)
     return {"translator": bases["zh_en"], "language_model": bases["english"],

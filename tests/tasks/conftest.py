@@ -11,16 +11,15 @@ from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 
 def _untrained(root, task_name, data, **options):
     """A prepared run of `task_name` whose final weights are a seeded initialisation."""
-    from keras_transformer.runs import FINAL_WEIGHTS_NAME
-    from keras_transformer.runs import RunDir
-    from keras_transformer.tasks.base import task_for
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.tasks.loading import task_for
 
     run_dir = str(root / "run")
     config = task_for(task_name).prepare(run_dir, data, "tiny", **options,
                                          model_overrides={"max_length": 24})
     keras.utils.set_random_seed(3)
-    task_for(config).build_model(config).save_weights(os.path.join(run_dir, FINAL_WEIGHTS_NAME))
-    assert RunDir(run_dir).weights().kind == "last"
+    task_for(config).build_model(config).save_weights(RunFolder(run_dir).final_weights_path)
+    assert RunFolder(run_dir).weights().kind == "last"
     return run_dir
 
 

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer.runs import RunDir
-from keras_transformer.tasks.base import task_for
+from keras_transformer.runs.folder import RunFolder
+from keras_transformer.tasks.loading import task_for
 
 SENTENCES = ["我们来试试。", "你好。", "汤姆在哪里？", "我不知道。"]
 
@@ -31,7 +31,7 @@ def test_load_picks_the_task_of_each_folder(translation_run, lm_run, classify_ru
     assert isinstance(kt.load(lm_run), kt.CausalLM)
     classifier = kt.load(classify_run)
     assert isinstance(classifier, kt.TextClassifier)
-    assert list(classifier.labels) == RunDir(classify_run).read_labels()
+    assert list(classifier.labels) == RunFolder(classify_run).read_labels()
 
 
 def test_a_preset_name_needs_its_task_and_its_tokenizers(translation_run):
@@ -42,7 +42,7 @@ def test_a_preset_name_needs_its_task_and_its_tokenizers(translation_run):
 
 
 def test_from_preset_refuses_a_model_of_another_task(lm_run):
-    with pytest.raises(ValueError, match=r"holds a language model \(task lm\)"):
+    with pytest.raises(ValueError, match="holds a model of task lm"):
         kt.Translator.from_preset(lm_run)
 
 
@@ -103,7 +103,7 @@ def test_an_export_holds_the_preset_it_was_made_from(translation_run, translatio
 
 
 def _pairs(run_dir, count):
-    sources, targets = RunDir(run_dir).read_split("train")
+    sources, targets = RunFolder(run_dir).read_split("train")
     return tf.data.Dataset.from_tensor_slices((sources[:count], targets[:count]))
 
 
@@ -126,13 +126,13 @@ def test_fit_on_string_pairs_lowers_the_loss_and_the_result_exports(translation_
 
 def test_fit_reads_texts_and_labelled_texts(lm_run, classify_run):
     lm = kt.load(lm_run)
-    texts = RunDir(lm_run).read_texts("train")[:48]
+    texts = RunFolder(lm_run).read_texts("train")[:48]
     losses = lm.fit(tf.data.Dataset.from_tensor_slices(texts), batch_size=16, epochs=3,
                     verbose=0).history["loss"]
     assert losses[-1] < losses[0], losses
 
     classifier = kt.load(classify_run)
-    labels, texts = RunDir(classify_run).read_labelled("train")
+    labels, texts = RunFolder(classify_run).read_labelled("train")
     dataset = tf.data.Dataset.from_tensor_slices((texts[:48], labels[:48]))
     losses = classifier.fit(dataset, batch_size=16, epochs=3, verbose=0).history["loss"]
     assert losses[-1] < losses[0], losses
@@ -162,13 +162,13 @@ def test_init_from_starts_from_the_source_weights(translation_run, tmp_path):
     result = train(run_dir, config, data=str(pathlib.Path(translation_run) / "splits" / "train.tsv"),
                    prepare_options={"source_column": 0, "target_column": 1, "split_seed": 1},
                    init_from=translation_run, verbose=0)
-    stored = RunDir(run_dir).read_config()
+    stored = RunFolder(run_dir).config
     assert stored["init_from"]["path"] == os.path.abspath(translation_run)
-    assert stored["model"] == RunDir(translation_run).read_config()["model"]
+    assert stored["model"] == RunFolder(translation_run).config["model"]
 
     source = kt.load(translation_run)
     recipe = task_for(stored)
-    first, _ = recipe.make_datasets(RunDir(run_dir), stored, config, seed=config.seed)
+    first, _ = recipe.make_datasets(RunFolder(run_dir), stored, config, seed=config.seed)
     features, labels = next(iter(first))
     expected = recipe.training_loss(stored, config)(labels, source.model(features))
     assert result.history["loss"][0] == pytest.approx(float(expected), rel=1e-4)
@@ -181,7 +181,7 @@ def test_init_from_refuses_what_cannot_work_in_one_line(cli, translation_run, lm
     assert code == 2 and "--source-vocab-size: the model and its vocabulary come from --init-from" in err
     code, _, err = cli("train", "--run", tmp_path / "b", "--init-from", lm_run, "--task",
                        "translate", "--data", data)
-    assert code == 2 and "holds a language model (task lm)" in err
+    assert code == 2 and "holds a model of task lm" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "a").exists() and not (tmp_path / "b" / "config.json").exists()
 
@@ -240,3 +240,10 @@ def test_no_module_outside_the_task_objects_compares_task_names():
             if _compares_a_task_name(node):
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     assert found == [], "task names compared outside keras_transformer/tasks: " + ", ".join(found)
+
+
+def test_the_task_classes_are_the_tasks_the_command_line_accepts():
+    from keras_transformer.constants import TASKS
+    from keras_transformer.tasks.loading import task_names
+
+    assert tuple(TASKS) == task_names()

@@ -3,17 +3,17 @@
 import pytest
 
 from keras_transformer.data import pipeline
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 from keras_transformer.training.trainer import train
 from training_helpers import FAST
 
 
 @pytest.mark.parametrize("run_fixture", ["prepared_run", "lm_run", "classify_run"])
 def test_every_task_batches_as_its_training_setting_says(run_fixture, request, monkeypatch):
-    run_dir = RunDir(str(request.getfixturevalue(run_fixture)))
-    run_config = run_dir.read_config()
+    run_dir = RunFolder(str(request.getfixturevalue(run_fixture)))
+    run_config = run_dir.config
     calls = []
     sort = pipeline._sorted_batches
     monkeypatch.setattr(pipeline, "_sorted_batches",
@@ -30,8 +30,8 @@ def test_sorted_batches_under_xla_fit_the_few_fixed_shapes(run_fixture, request)
     # Under XLA every batch is padded to a width L, a multiple of 8, and (for the
     # translator and the language model) to budget // L rows: a sorted batch must
     # hold no more real rows than that, or its shape would be new to XLA.
-    run_dir = RunDir(str(request.getfixturevalue(run_fixture)))
-    run_config = run_dir.read_config()
+    run_dir = RunFolder(str(request.getfixturevalue(run_fixture)))
+    run_config = run_dir.config
     budget = 512
     config = TrainingConfig(batching="sorted", token_budget=budget)
     train_data, _ = task_for(run_config).make_datasets(
@@ -55,6 +55,6 @@ def test_sorted_batches_under_xla_fit_the_few_fixed_shapes(run_fixture, request)
 def test_train_runs_sorted_batches_under_xla(fresh_run):
     config = TrainingConfig(batching="sorted", jit_compile=True, max_steps=2, **FAST)
     train(str(fresh_run), config, verbose=0)
-    run_config = RunDir(str(fresh_run)).read_config()
+    run_config = RunFolder(str(fresh_run)).config
     assert run_config["device"]["jit_compile"] is True
-    assert RunDir(str(fresh_run)).read_history()[-1]["step"] == 2
+    assert RunFolder(str(fresh_run)).history.read()[-1]["step"] == 2

@@ -2,7 +2,7 @@
 
 import pytest
 
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import train
 from training_helpers import FAST
@@ -13,7 +13,7 @@ def test_max_steps_stops_the_run_at_that_optimizer_step_also_after_a_resume(fres
     assert (first.step, first.stopped_by) == (3, "steps")
     resumed = train(str(fresh_run), TrainingConfig(epochs=50, max_steps=5, **FAST), verbose=0)
     assert (resumed.initial_step, resumed.step, resumed.stopped_by) == (3, 5, "steps")
-    assert RunDir(fresh_run).read_history()[-1]["step"] == 5
+    assert RunFolder(fresh_run).history.read()[-1]["step"] == 5
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True])

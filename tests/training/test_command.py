@@ -13,8 +13,8 @@ from keras_transformer import EncoderBlock
 from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.models.config import preset
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.trainer import read_run_config
 from keras_transformer.training.trainer import train
 from training_helpers import FAST
 from training_helpers import SLICE
@@ -34,7 +34,7 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--epochs", "2"]) == 0
     assert "started at step 0" in capsys.readouterr().out
 
-    config = read_run_config(run_dir)
+    config = RunFolder(run_dir).config
     assert config["preset"] == "tiny"
     assert config["model"]["d_model"] == 32
     assert config["model"]["source_vocab_size"] == SLICE["source_vocab_size"]
@@ -71,7 +71,7 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     # their stored values.
     assert "resuming with --epochs 3 (was 2)" in out
     assert out.count("resuming with") == 1
-    assert read_run_config(run_dir)["training"]["token_budget"] == FAST["token_budget"]
+    assert RunFolder(run_dir).config["training"]["token_budget"] == FAST["token_budget"]
     resumed = json.loads((run_dir / "history.json").read_text())
     assert [record["epoch"] for record in resumed] == [0, 1, 2]
     assert resumed[:2] == history
@@ -101,7 +101,7 @@ def test_shape_flags_change_a_new_runs_preset_and_a_resumed_run_keeps_its_shape(
     flags = ["--num-encoder-layers", "1", "--num-decoder-layers", "3", "--d-model", "16",
              "--num-heads", "4", "--d-ff", "24"]
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", *flags]) == 0
-    stored = read_run_config(run_dir)["model"]
+    stored = RunFolder(run_dir).config["model"]
     assert [stored[name] for name in (
         "num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")] == [1, 3, 16, 4, 24]
     # The built model has that shape (the tiny preset's is 2 + 2 blocks, width 32, 2 heads).
@@ -136,7 +136,7 @@ def test_model_flags_set_a_new_runs_dropouts_and_a_resumed_run_keeps_its_model(t
     run_dir = tmp_path / "dropouts"
     flags = ["--dropout", "0.2", "--attention-dropout", "0.15", "--activation-dropout", "0.05"]
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", *flags]) == 0
-    stored = read_run_config(run_dir)["model"]
+    stored = RunFolder(run_dir).config["model"]
     assert (stored["dropout"], stored["attention_dropout"], stored["activation_dropout"]) == (
         0.2, 0.15, 0.05)
     # The built model's blocks carry the rates (the tiny preset's own are 0, 0, 0).
@@ -152,7 +152,7 @@ def test_model_flags_set_a_new_runs_dropouts_and_a_resumed_run_keeps_its_model(t
     assert cli.main(["train", "--run", str(run_dir), "--dropout", "0.3", "--verbose", "0"]) == 2
     error = capsys.readouterr().err
     assert "--dropout 0.3 (the run has 0.2)" in error and "Traceback" not in error
-    assert read_run_config(run_dir)["model"]["dropout"] == 0.2
+    assert RunFolder(run_dir).config["model"]["dropout"] == 0.2
 
     # A rate outside [0, 1) is refused before anything is written.
     bad = tmp_path / "bad"
@@ -165,7 +165,7 @@ def test_norm_first_switch_builds_a_pre_ln_run_and_a_resumed_run_keeps_it(tmp_pa
     run_dir = tmp_path / "pre-ln"
     assert preset("tiny").norm_first is False  # so the switch is what changes it
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", "--norm-first"]) == 0
-    assert read_run_config(run_dir)["model"]["norm_first"] is True
+    assert RunFolder(run_dir).config["model"]["norm_first"] is True
     model = keras.saving.load_model(run_dir / "model.keras")
     blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
     assert len(blocks) == 4 and all(block.norm_first for block in blocks)
@@ -175,14 +175,14 @@ def test_norm_first_switch_builds_a_pre_ln_run_and_a_resumed_run_keeps_it(tmp_pa
     assert cli.main(["train", "--run", str(run_dir), "--no-norm-first", "--verbose", "0"]) == 2
     error = capsys.readouterr().err
     assert "--no-norm-first (the run has --norm-first)" in error and "Traceback" not in error
-    assert read_run_config(run_dir)["model"]["norm_first"] is True
+    assert RunFolder(run_dir).config["model"]["norm_first"] is True
 
 
 def test_activation_flag_sets_a_new_runs_feed_forward_and_a_resumed_run_keeps_it(tmp_path, capsys):
     run_dir = tmp_path / "gelu"
     assert preset("tiny").activation == "relu"  # so the flag is what changes it
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", "--activation", "gelu"]) == 0
-    assert read_run_config(run_dir)["model"]["activation"] == "gelu"
+    assert RunFolder(run_dir).config["model"]["activation"] == "gelu"
     model = keras.saving.load_model(run_dir / "model.keras")
     blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
     assert len(blocks) == 4
@@ -198,7 +198,7 @@ def test_activation_flag_sets_a_new_runs_feed_forward_and_a_resumed_run_keeps_it
     assert cli.main(["train", "--run", str(run_dir), "--activation", "relu", "--verbose", "0"]) == 2
     error = capsys.readouterr().err
     assert "--activation relu (the run has gelu)" in error and "Traceback" not in error
-    assert read_run_config(run_dir)["model"]["activation"] == "gelu"
+    assert RunFolder(run_dir).config["model"]["activation"] == "gelu"
 
     # A name outside ACTIVATIONS is refused in one line that lists them, before anything is written.
     bad = tmp_path / "bad"

@@ -9,9 +9,9 @@ from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.data.pipeline import join_examples
 from keras_transformer.data.pipeline import with_concatenation
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 from training_helpers import FAST
 from training_helpers import SLICE
 
@@ -109,8 +109,8 @@ def _flat(batch):
 
 
 def test_a_translation_run_joins_training_pairs_only(prepared_run):
-    run_dir = RunDir(str(prepared_run))
-    run_config = run_dir.read_config()
+    run_dir = RunFolder(str(prepared_run))
+    run_config = run_dir.config
 
     def datasets(config):
         train, validation = task_for(run_config).make_datasets(run_dir, run_config, config, seed=3)
@@ -145,7 +145,7 @@ TRAIN_ARGS = [
 def _refused(capsys, run_dir):
     error = capsys.readouterr().err
     assert len(error.splitlines()) == 1 and "Traceback" not in error, error
-    assert not RunDir(str(run_dir)).exists()  # refused before anything of the run is written
+    assert not RunFolder(str(run_dir)).exists()  # refused before anything of the run is written
     return error
 
 
@@ -167,4 +167,4 @@ def test_a_translation_run_trains_with_concatenation_and_keeps_the_setting(tmp_p
     run_dir = tmp_path / "run"
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--concatenate", "0.5"]) == 0
     assert "now at step 1" in capsys.readouterr().out
-    assert RunDir(str(run_dir)).read_training_config().concatenation == 0.5
+    assert RunFolder(str(run_dir)).read_training_config().concatenation == 0.5

@@ -122,13 +122,6 @@ def test_stored_dict_round_trips_and_unknown_keys_are_refused():
         TrainingConfig.from_dict({"epochs": 4, "learning_rate": 1.0})
 
 
-def test_a_run_stored_before_loss_weighting_resumes_weighing_batches():
-    stored = TrainingConfig().to_dict()
-    del stored["loss_weighting"]  # as a run folder written before the setting existed
-    assert TrainingConfig.from_dict(stored).loss_weighting == "batch"
-    assert TrainingConfig().loss_weighting == "token"  # a new run takes today's default
-
-
 def test_cli_error_for_a_bad_setting_is_one_line(capsys, tmp_path):
     from keras_transformer import cli
 
@@ -141,7 +134,7 @@ def test_config_run_folder_and_pair_reader_import_without_keras():
     from training_helpers import run_python
 
     modules = ["keras_transformer.training.config", "keras_transformer.runs", "keras_transformer.files",
-               "keras_transformer.data.corpus", "keras_transformer.training.average"]
+               "keras_transformer.data.corpus", "keras_transformer.runs.average_command"]
     code = (f"import sys; import {', '.join(modules)}; "
             "heavy = [m for m in ('keras', 'tensorflow', 'numpy') if m in sys.modules]; "
             "print(heavy); sys.exit(bool(heavy))")

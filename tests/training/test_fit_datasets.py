@@ -8,16 +8,16 @@ epoch would sit idle while Keras drops the previous epoch's autotuned iterator
 import pytest
 import tensorflow as tf
 
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 
 
 @pytest.mark.parametrize("run_fixture", ["prepared_run", "lm_run", "classify_run"])
 @pytest.mark.parametrize("static_shapes", [False, True])
 def test_every_task_gives_fit_datasets_without_autotuning(run_fixture, static_shapes, request):
-    run_dir = RunDir(str(request.getfixturevalue(run_fixture)))
-    run_config = run_dir.read_config()
+    run_dir = RunFolder(str(request.getfixturevalue(run_fixture)))
+    run_config = run_dir.config
     datasets = task_for(run_config).make_datasets(
         run_dir, run_config, TrainingConfig(), seed=0, static_shapes=static_shapes
     )

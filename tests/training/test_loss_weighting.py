@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.losses import ClassificationCrossEntropy
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 
 DENOMINATOR = 64.0
 
@@ -88,7 +88,7 @@ def test_the_denominator_survives_serialization_and_bad_ones_are_refused(loss_cl
 
 @pytest.mark.parametrize("run_fixture", ["prepared_run", "lm_run", "classify_run"])
 def test_every_task_loss_follows_the_training_setting(run_fixture, request):
-    run_config = RunDir(str(request.getfixturevalue(run_fixture))).read_config()
+    run_config = RunFolder(str(request.getfixturevalue(run_fixture))).config
     recipe = task_for(run_config)
     by_batch = TrainingConfig(loss_weighting="batch")
     assert recipe.training_loss(run_config, by_batch).gradient_denominator is None

@@ -13,7 +13,7 @@ from training_helpers import FAST
 from training_helpers import REPO
 from training_helpers import h5_arrays
 from training_helpers import python_env
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.callbacks import optimizer_step
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.trainer import train
@@ -69,8 +69,8 @@ def test_sigkilled_run_resumes_with_same_step_and_weights(fresh_run, tmp_path):
             process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL, "training ended before it was killed"
     assert not (fresh_run / "model.keras").exists()
-    run = RunDir(fresh_run)
-    saved_steps = [checkpoint.number for checkpoint in run.checkpoints("step")]
+    run = RunFolder(fresh_run)
+    saved_steps = [checkpoint.number for checkpoint in run.checkpoints.kept("step")]
     assert saved_steps
 
     probe = _CaptureStart(str(tmp_path / "restored.weights.h5"))
@@ -84,7 +84,7 @@ def test_sigkilled_run_resumes_with_same_step_and_weights(fresh_run, tmp_path):
     assert metadata["step"] >= probe.step
     # The state fit starts from is exactly the checkpoint of that step: every weight
     # and every optimizer variable (moments and the iteration counter).
-    checkpoint = h5_arrays(run.step_checkpoint_path(probe.step))
+    checkpoint = h5_arrays(run.checkpoint_path("step", probe.step))
     restored = h5_arrays(probe.path)
     assert checkpoint.keys() == restored.keys()
     assert any(name.startswith("optimizer") for name in restored)

@@ -1,14 +1,14 @@
 """`--subword-sampling`: the run's training batches get a new segmentation every epoch."""
 
 from keras_transformer.constants import PAD_ID
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
 
 
 def _two_epochs(run_dir, config):
     from keras_transformer.tasks.translator import make_datasets
 
-    train, _ = make_datasets(run_dir, run_dir.read_config(), config, seed=0)
+    train, _ = make_datasets(run_dir, run_dir.config, config, seed=0)
     return [
         sorted(tuple(row[row != PAD_ID]) for features, _ in train
                for row in features["encoder_tokens"].numpy())
@@ -17,7 +17,7 @@ def _two_epochs(run_dir, config):
 
 
 def test_a_run_with_subword_sampling_trains_on_new_segmentations_each_epoch(prepared_run):
-    run_dir = RunDir(str(prepared_run))
+    run_dir = RunFolder(str(prepared_run))
     fixed = _two_epochs(run_dir, TrainingConfig())
     assert fixed[0] == fixed[1]  # the cached best segmentation, reshuffled
     sampled = _two_epochs(run_dir, TrainingConfig(subword_sampling=0.1))

@@ -11,10 +11,10 @@ from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.data.corpus import LabelledFile
 from keras_transformer.data.corpus import normalize_for_grouping
 from keras_transformer.data.sentence_type import output_path
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TASK_DEFAULTS
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 
 CMN_ENG = str(DEFAULT_CMN_ENG_PATH)
 SENTENCE_TYPE_EN = str(output_path("en"))
@@ -25,9 +25,9 @@ def _split_lines(run_dir, part):
 
 
 def test_lm_run_records_its_task_tokenizer_and_text_splits(lm_run):
-    run = RunDir(lm_run)
-    config = run.read_config()
-    assert config["task"] == "lm" and run.task() == "lm"
+    run = RunFolder(lm_run)
+    config = run.config
+    assert config["task"] == "lm" and run.task == "lm"
     assert config["data"]["column"] == 0 and config["data"]["language"] == "en"
     assert config["data"]["vocab_size"] == 250
     assert (lm_run / "tokenizer.model").is_file() and not (lm_run / "source.model").exists()
@@ -46,7 +46,7 @@ def test_lm_run_records_its_task_tokenizer_and_text_splits(lm_run):
 
 
 def test_lm_history_has_validation_perplexity_equal_to_evaluating_the_same_weights(lm_run, tmp_path, capsys):
-    history = RunDir(lm_run).read_history()
+    history = RunFolder(lm_run).history.read()
     assert [record["epoch"] for record in history] == [0, 1]
     for record in history:
         assert record["val_perplexity"] > 1 and math.isfinite(record["val_perplexity"])
@@ -62,13 +62,13 @@ def test_lm_history_has_validation_perplexity_equal_to_evaluating_the_same_weigh
 
 def test_each_task_s_new_run_trains_with_that_task_s_defaults(lm_run, classify_run):
     # `train --task classify` without --lr-scale: the classifier's own scale is stored.
-    assert RunDir(classify_run).read_training_config().lr_scale == TASK_DEFAULTS["classify"]["lr_scale"]
-    assert RunDir(lm_run).read_training_config().lr_scale == TrainingConfig().lr_scale
+    assert RunFolder(classify_run).read_training_config().lr_scale == TASK_DEFAULTS["classify"]["lr_scale"]
+    assert RunFolder(lm_run).read_training_config().lr_scale == TrainingConfig().lr_scale
 
 
 def test_classify_run_stores_sorted_labels_and_labelled_splits(classify_run):
-    run = RunDir(classify_run)
-    config = run.read_config()
+    run = RunFolder(classify_run)
+    config = run.config
     assert config["task"] == "classify"
     labels, _ = LabelledFile(SENTENCE_TYPE_EN).read()
     assert run.read_labels() == sorted(set(labels[:600])) == ["exclamation", "question", "statement"]
@@ -76,7 +76,7 @@ def test_classify_run_stores_sorted_labels_and_labelled_splits(classify_run):
     rows = [line.split("\t") for part in ("train", "validation", "test")
             for line in _split_lines(classify_run, part)]
     assert len(rows) == 600 and all(len(row) == 2 and row[0] in run.read_labels() for row in rows)
-    history = run.read_history()
+    history = run.history.read()
     for record in history:
         assert 0 <= record["val_accuracy"] <= 1 and 0 <= record["val_macro_f1"] <= 1
         assert 0 <= record["macro_f1"] <= 1
@@ -86,16 +86,16 @@ def test_classify_run_stores_sorted_labels_and_labelled_splits(classify_run):
 def test_a_task_run_resumes_with_its_own_task(fixture, request, tmp_path, capsys):
     run_dir = tmp_path / "run"
     shutil.copytree(request.getfixturevalue(fixture), run_dir)
-    before = RunDir(run_dir).read_history()
+    before = RunFolder(run_dir).history.read()
     capsys.readouterr()
     # No --task, no data: the run folder says what it is.
     assert cli.main(["train", "--run", str(run_dir), "--epochs", "3", "--verbose", "0"]) == 0
     out = capsys.readouterr().out
     assert f"resumed at step {before[-1]['step']}" in out
-    after = RunDir(run_dir).read_history()
+    after = RunFolder(run_dir).history.read()
     assert [record["epoch"] for record in after] == [0, 1, 2]
     assert after[:2] == before and after[2]["step"] > before[-1]["step"]
-    assert RunDir(run_dir).task() == RunDir(request.getfixturevalue(fixture)).task()
+    assert RunFolder(run_dir).task == RunFolder(request.getfixturevalue(fixture)).task
 
 
 def _one_line_error(capsys, command="train"):
@@ -139,16 +139,6 @@ def test_translation_options_on_a_language_model_are_one_line(tmp_path, capsys):
 def test_another_task_on_an_existing_run_is_one_line(lm_run, capsys):
     assert cli.main(["train", "--task", "classify", "--run", str(lm_run)]) == 2
     assert "task 'lm'" in _one_line_error(capsys)
-
-
-def test_a_run_from_before_tasks_is_a_translation_run(tmp_path):
-    run = RunDir(tmp_path)
-    run.write_config({"preset": "tiny", "model": {}, "data": {"source_tokenizer": "source.model",
-                                                              "target_tokenizer": "target.model"}})
-    assert run.task() == "translate" and task_for(run.read_config()).name == "translate"
-    assert run.tokenizer_paths() == (run.file("source.model"), run.file("target.model"))
-    with pytest.raises(ValueError, match="translation run"):
-        run.tokenizer_path()
 
 
 def test_xla_batches_of_a_classifier_pad_only_the_length_and_of_a_language_model_also_rows():

@@ -7,9 +7,9 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data.pipeline import drop_words
 from keras_transformer.data.pipeline import with_word_dropout
-from keras_transformer.runs import RunDir
+from keras_transformer.runs.folder import RunFolder
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.tasks.base import task_for
+from keras_transformer.tasks.loading import task_for
 
 
 def _ids(rows=300, width=40):
@@ -84,8 +84,8 @@ def _epochs(run_dir, run_config, config, count=2):
 
 @pytest.mark.parametrize("run_fixture", ["prepared_run", "lm_run", "classify_run"])
 def test_every_task_drops_its_input_text_only_in_training(run_fixture, request):
-    run_dir = RunDir(str(request.getfixturevalue(run_fixture)))
-    run_config = run_dir.read_config()
+    run_dir = RunFolder(str(request.getfixturevalue(run_fixture)))
+    run_config = run_dir.config
     plain, plain_validation = _epochs(run_dir, run_config, TrainingConfig())
     noisy, noisy_validation = _epochs(run_dir, run_config, TrainingConfig(word_dropout=0.3))
     masks = []
