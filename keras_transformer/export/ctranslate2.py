@@ -12,7 +12,8 @@ name, which TF Serving and our server skip beside the SavedModel versions):
                                      CTranslate2's model, its weights quantized
     source.model, target.model       the SentencePiece models
     manifest.json                    what the translator needs: the source prefix,
-                                     the source length cap, the search's defaults
+                                     the source and output length caps (the search's
+                                     settings are the translator's, per call)
 
 What CTranslate2's spec cannot represent is refused with one line: a local
 attention window, ReLU-normalised attention, RMS normalisation, a logit soft cap.
@@ -25,9 +26,6 @@ import shutil
 import numpy as np
 
 from keras_transformer.constants import BOS_ID
-from keras_transformer.constants import DEFAULT_ALPHA
-from keras_transformer.constants import DEFAULT_BEAM_WIDTH
-from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import UNK_ID
 
@@ -268,8 +266,6 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
         # Beyond its position table CTranslate2 would crash: the source is cut there.
         "max_source_length": min(run.max_source_length, source_table),
         "max_length": int(run.model.transformer_layers.target_positions.max_length),
-        "decoding": {"beam_width": DEFAULT_BEAM_WIDTH, "alpha": DEFAULT_ALPHA,
-                     "coverage": DEFAULT_COVERAGE},
         "model": run.config["model"],
     }
     with open(os.path.join(output_dir, MANIFEST_FILE), "w", encoding="utf-8") as file:
