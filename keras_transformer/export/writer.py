@@ -6,7 +6,7 @@ Layout of `<base>/<name>/<version>/`:
     assets/source.model, target.model    the SentencePiece models
     assets.extra/tf_serving_warmup_requests    PredictionLog records TF Serving replays
     manifest.json                    config, vocabulary sizes, library versions, score
-    model.keras                      the Keras model, for users who keep training
+    model.keras                      the Keras model, only when asked (`export --keras`)
 
 The version is written under a hidden non-numeric name and renamed when complete:
 TF Serving and our server ignore non-integer children, so a half-written (or
