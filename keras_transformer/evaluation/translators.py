@@ -232,13 +232,16 @@ class CTranslate2Translator:
         if not rows:
             return translations, scores
         longest_source = max(len(sources[row]) for row in rows)
+        # Our greedy search ignores α and β (CTranslate2's greedy path crashes on a
+        # coverage penalty), so they are passed to beam search only.
+        beam = self.beam_width > 1
         results = self.translator.translate_batch(
             [sources[row] for row in rows],
             max_batch_size=self.max_batch_size,
             beam_size=self.beam_width,
             num_hypotheses=max(n_best, 1),
-            length_penalty=self.alpha,
-            coverage_penalty=self.coverage,
+            length_penalty=self.alpha if beam else 0.0,
+            coverage_penalty=self.coverage if beam else 0.0,
             max_decoding_length=min(longest_source + self.extra_length,
                                     self.manifest["max_length"]),
             suppress_sequences=self.banned,

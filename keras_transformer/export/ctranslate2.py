@@ -12,7 +12,8 @@ name, which TF Serving and our server skip beside the SavedModel versions):
                                      CTranslate2's model, its weights quantized
     source.model, target.model       the SentencePiece models
     manifest.json                    what the translator needs: the source prefix,
-                                     the source length cap, the search's defaults
+                                     the source and output length caps (the search's
+                                     settings are the translator's, per call)
 
 What CTranslate2's spec cannot represent is refused with one line: a local
 attention window, ReLU-normalised attention, RMS normalisation, a logit soft cap.
@@ -25,11 +26,7 @@ import shutil
 import numpy as np
 
 from keras_transformer.constants import BOS_ID
-from keras_transformer.constants import DEFAULT_ALPHA
-from keras_transformer.constants import DEFAULT_BEAM_WIDTH
-from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
-from keras_transformer.constants import PAD_ID
 from keras_transformer.constants import UNK_ID
 
 # CTranslate2's weight types offered by `export --ct2-quantization` (its CPU ones).
@@ -150,20 +147,26 @@ def _set_feed_forward(spec, block):
         _set_linear(linear, [dense.kernel], [dense.bias])
 
 
-def _set_stack(spec, embedding, positions, output_norm, max_length):
+def _set_stack(spec, positions, output_norm, length):
     spec.scale_embeddings = bool(positions.scale_embeddings)
-    spec.position_encodings.encodings = _array(positions.position_signal(max_length))
+    spec.position_encodings.encodings = _array(positions.position_signal(length))
     if output_norm is not None:
         _set_norm(spec.layer_norm, output_norm)
 
 
-def transformer_spec(model, source_pieces, target_pieces):
+def transformer_spec(model, source_pieces, target_pieces, source_positions=None):
     """The `ctranslate2.specs.TransformerSpec` of a `Seq2SeqTransformer`, weights set.
+
+    CTranslate2 reads positions from a table (ours computes sinusoids for any
+    length), and reading past its end crashes the process: the encoder's table
+    covers `source_positions`, the decoder's the model's `max_length`.
 
     Args:
         model: a float `Seq2SeqTransformer` (`check_representable` passes).
         source_pieces: the source SentencePiece model's pieces, in id order.
         target_pieces: the target model's pieces.
+        source_positions: rows of the encoder's position table (default: the
+            model's `max_length`; a learned table has no more).
 
     Returns:
         A spec ready for `Converter.convert` (which validates, quantizes and saves it).
@@ -182,16 +185,16 @@ def transformer_spec(model, source_pieces, target_pieces):
     max_length = layers.target_positions.max_length
     encoder, decoder = spec.encoder, spec.decoder
     encoder.embeddings[0].weight = _array(layers.source_embedding.embeddings)
-    _set_stack(encoder, layers.source_embedding, layers.source_positions,
-               layers.encoder_output_norm, max_length)
+    if layers.source_positions.kind == "learned" or source_positions is None:
+        source_positions = max_length
+    _set_stack(encoder, layers.source_positions, layers.encoder_output_norm, source_positions)
     for layer_spec, block in zip(encoder.layer, layers.encoder_blocks):
         _set_attention(layer_spec.self_attention, block.self_attention,
                        block.self_attention_norm, cross=False)
         _set_feed_forward(layer_spec.ffn, block)
     target = layers.target_embedding
     decoder.embeddings.weight = _array(target.embeddings)
-    _set_stack(decoder, target, layers.target_positions, layers.decoder_output_norm,
-               max_length)
+    _set_stack(decoder, layers.target_positions, layers.decoder_output_norm, max_length)
     decoder.projection.weight = _array(
         target.embeddings if target.tie_weights else np.transpose(target.reverse_embeddings))
     for layer_spec, block in zip(decoder.layer, layers.decoder_blocks):
@@ -241,8 +244,12 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
     if os.path.exists(output_dir) and not overwrite:
         raise FileExistsError(f"{output_dir} already exists; pass --overwrite to replace it.")
     source_path, target_path = run_folder.tokenizer_files()
+    positions = run.model.transformer_layers.source_positions
+    source_table = positions.max_length
+    if positions.kind != "learned":
+        source_table = max(run.max_source_length, positions.max_length)
     spec = transformer_spec(run.model, sentencepiece_pieces(source_path),
-                            sentencepiece_pieces(target_path))
+                            sentencepiece_pieces(target_path), source_positions=source_table)
 
     class _RunConverter(ctranslate2.converters.Converter):
         def _load(self):
@@ -258,11 +265,9 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
         "source_language": data.get("source_language"),
         "target_language": data.get("target_language"),
         "source_prefix": run.source_tokenizer.prefix,
-        "max_source_length": run.max_source_length,
+        # Beyond its position table CTranslate2 would crash: the source is cut there.
+        "max_source_length": min(run.max_source_length, source_table),
         "max_length": int(run.model.transformer_layers.target_positions.max_length),
-        "pad_piece": sentencepiece_pieces(target_path)[PAD_ID],
-        "decoding": {"beam_width": DEFAULT_BEAM_WIDTH, "alpha": DEFAULT_ALPHA,
-                     "coverage": DEFAULT_COVERAGE},
         "model": run.config["model"],
     }
     with open(os.path.join(output_dir, MANIFEST_FILE), "w", encoding="utf-8") as file:

@@ -88,3 +88,26 @@ def test_bad_arguments_name_the_argument(args, kwargs, message):
 def test_wrong_input_rank_is_rejected():
     with pytest.raises(ValueError, match="inputs"):
         HeadProjection("merge", output_dim=8).build((2, 5, 12))
+
+
+@pytest.mark.parametrize("direction,shape", [("split", (2, 5, 16)), ("merge", (2, 5, 4, 8))])
+def test_int8_quantization_stays_close_and_survives_a_keras_file(direction, shape, tmp_path):
+    from keras_transformer.layers.quantization import float_kernel
+
+    sizes = {"num_heads": 4, "head_dim": 8} if direction == "split" else {"output_dim": 16}
+    inputs = keras.Input(shape[1:])
+    layer = HeadProjection(direction, **sizes)
+    model = keras.Model(inputs, layer(inputs))
+    x = keras.random.normal(shape, seed=1)
+    expected, kernel = np.asarray(model(x)), np.asarray(layer.kernel)
+    model.quantize("int8")
+    assert layer.kernel.dtype == "int8" and layer.quantization_mode == "int8"
+    # Weights within half a quantization step; outputs within int8's error.
+    features = int(np.prod(kernel.shape[1 if direction == "split" else 2 :]))
+    step = np.abs(kernel).reshape(-1, features).max(axis=0) / 127
+    error = np.abs(np.asarray(float_kernel(layer)) - kernel).reshape(-1, features)
+    assert np.all(error <= step / 2 + 1e-6)
+    np.testing.assert_allclose(np.asarray(model(x)), expected, atol=0.05)
+    model.save(tmp_path / "int8.keras")
+    restored = keras.saving.load_model(tmp_path / "int8.keras")
+    np.testing.assert_array_equal(np.asarray(restored(x)), np.asarray(model(x)))

@@ -429,7 +429,7 @@ def write_tiny_exports(root):
         keras.utils.set_random_seed(11)
         config = RunFolder(run_dir).config
         task_for(config).build_model(config).save_weights(RunFolder(run_dir).final_weights_path)
-        export_run(run_dir, name, base=os.path.join(root, "export"), keras_file=False)
+        export_run(run_dir, name, base=os.path.join(root, "export"), preset=False)
         bases[name] = os.path.join(root, "export", name)
     return {"translator": bases["zh_en"], "language_model": bases["english"],
             "classifier": bases["sentence_type"]}
