@@ -17,6 +17,9 @@ from keras_transformer.ops.choices import POSITIONAL_KINDS
 class TransformerConfig:
     """Hyper-parameters of an encoder–decoder Transformer.
 
+    Label smoothing, the learning rate and batching are training settings
+    (`keras_transformer.training.config.TrainingConfig`), not the model's.
+
     Attributes:
         source_vocab_size: size of the source vocabulary (ids 0 .. V-1, 0 = padding).
         target_vocab_size: size of the target vocabulary.
@@ -39,7 +42,6 @@ class TransformerConfig:
         window: local self-attention window (None = global), an int for all layers or
             a list with one entry per encoder layer then per decoder layer.
         normalize: "softmax" or "relu" attention normalisation.
-        label_smoothing, learning-rate and batching settings live with training.
     """
 
     source_vocab_size: int = 8000
