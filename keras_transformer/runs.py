@@ -92,8 +92,8 @@ def epochs_to_average(epochs_trained, kept):
 
     `DEFAULT_AVERAGE_LAST`, but never more than half the epochs trained: the early
     epochs of a short run are still in the steep part of the loss curve, and an
-    average that reaches back to them loses (README, the 636-step table: averaging 5
-    of 6 epochs scored 14.5 test BLEU, the last 3 of them 21.4).
+    average that reaches back to them loses (averaging 5 of 6 epochs scores 14.5 test
+    BLEU, the last 3 of them 21.4; docs/experiments.md).
 
     Args:
         epochs_trained: epochs the run has completed (across resumes).
@@ -540,7 +540,7 @@ class RunDir:
         Args:
             choice: None for the default: the average of the newest epoch
                 checkpoints that training writes when it ends (measured best on the
-                bundled corpus, README), else "best"; "best" (the lowest validation
+                bundled corpus, docs/experiments.md), else "best"; "best" (the lowest validation
                 loss; the last weights for a run that recorded none), "last" (final
                 weights, else the newest checkpoint), "average" (average.weights.h5,
                 computed from the last `DEFAULT_AVERAGE_LAST` epoch checkpoints when
