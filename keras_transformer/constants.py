@@ -17,7 +17,7 @@ DEFAULT_COVERAGE = 0.2
 
 # Rows (sentences x beam width) each shard of a batch must get before `SequenceSearch`
 # splits it: below that, a step is mostly per-op overhead, which shards only repeat
-# (bench/README.md, "A large batch searched as two shards at once").
+# (`python -m bench kernels`; docs/experiments.md, "Speed").
 MIN_SHARD_ROWS = 16
 
 # How training examples are grouped into token-budgeted batches
