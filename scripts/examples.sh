@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's worked examples beside the translator: an English language model and a
+# The worked examples beside the translator (docs/guides/tasks.md): an English language model and a
 # sentence-type classifier, both from the bundled corpus, trained, evaluated, exported,
 # served by one embedded server and queried through it.
 #

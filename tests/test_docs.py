@@ -48,6 +48,16 @@ def test_each_reference_entry_is_the_public_object():
             f"docs/api documents {paths[0]}, but keras_transformer.{name} is another object")
 
 
+def test_readme_is_short_and_its_links_resolve():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # A first-time user's page: what, install, two commands, a few examples, links.
+    assert len(readme.splitlines()) <= 200, "README.md is over 200 lines: move detail to docs/"
+    targets = re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", readme)
+    assert targets, "README.md links into no documentation page"
+    missing = [target for target in targets if not (ROOT / target).is_file()]
+    assert not missing, f"README.md links to missing files: {missing}"
+
+
 # Narration: a document or comment that tells the project's history instead of the
 # reason for how things are. Dates and commits belong in docs/experiments.md's table,
 # results in docs/results.md; elsewhere the text says why, in the present tense.
