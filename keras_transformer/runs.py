@@ -540,8 +540,8 @@ class RunDir:
         Args:
             choice: None for the default: the average of the newest epoch
                 checkpoints that training writes when it ends (measured best on the
-                bundled corpus, docs/experiments.md), else "best"; "best" (the lowest validation
-                loss; the last weights for a run that recorded none), "last" (final
+                bundled corpus: docs/experiments.md), else "best"; "best" (the lowest
+                validation loss; the last weights for a run that recorded none), "last" (final
                 weights, else the newest checkpoint), "average" (average.weights.h5,
                 computed from the last `DEFAULT_AVERAGE_LAST` epoch checkpoints when
                 missing), or the path of a weights file.
