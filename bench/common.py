@@ -87,7 +87,7 @@ def rounds_for_batch(batch_size, repeats, full_batch=32, most=5):
     A call at batch 1 takes a fifth to an eighth of the time of one at batch 32, and a VM's speed
     drifts from second to second: five interleaved rounds at batch 1 (a few seconds)
     gave the decoding ratio anywhere from 5.2x to 6.7x within one minute, twenty
-    rounds 5.8x to 6.3x (bench/README.md, session 22).
+    rounds 5.8x to 6.3x (bench/README.md).
     """
     return repeats * max(1, min(most, -(-full_batch // batch_size)))
 

@@ -7,17 +7,17 @@ per-op overhead counts as it does in a search.
 
 - the output projection (B, M) → (B, V) logits: the kernel laid out (M, V) once per
   search (what `models.incremental` does) versus the tied embedding table (V, M)
-  multiplied with `transpose_b` (the step before issue 18), for V = 8,000.
+  multiplied with `transpose_b` on every step, for V = 8,000.
 - attention of one query over a 32-position cache (`attend_token`, i.e.
   `ops.attention.attend_one_query`: two `BatchMatMulV3`, TensorFlow's own Eigen
-  kernel, around a softmax spelled exp(log_softmax)) versus what the step ran
-  before: elementwise products summed over D and L (sessions 9 and 10), and before
-  that two `tf.matmul`s (BatchMatMulV2, which TensorFlow runs through oneDNN on CPUs
-  with AVX-512 VNNI) around the fused softmax kernel; and a rejected candidate, those
-  matmuls with softmax spelled as max/exp/sum/divide (bench/README.md).
+  kernel, around a softmax spelled exp(log_softmax)) versus two alternatives:
+  elementwise products summed over D and L, and two `tf.matmul`s (BatchMatMulV2,
+  which TensorFlow runs through oneDNN on CPUs with AVX-512 VNNI) around the fused
+  softmax kernel; and a rejected candidate, those matmuls with softmax spelled as
+  max/exp/sum/divide (bench/README.md).
 - the key/value cache's layout in graph mode: caches that grow by a position per
   step (`SequenceSearch`'s default without XLA) versus caches preallocated for the
-  longest row (XLA's layout, and graph mode's before), whole searches of the
+  longest row (XLA's layout), whole searches of the
   preset's model, greedy and beam 4, batch 1 and 32, for 32 tokens (the cache
   exactly as long as the output) and for the default limit of a 20-token source,
   20 + 50 = 70 tokens.
@@ -88,8 +88,8 @@ def attend_as_the_step_does(query, keys, values, mask):
 
 
 def attend_by_products(query, keys, values, mask):
-    """The step from session 9 to session 11 (2026-12-02): elementwise products
-    summed over D, then over L, softmax as exp(log_softmax)."""
+    """Elementwise products summed over D, then over L, softmax as exp(log_softmax):
+    no matmul kernel, so no per-call kernel dispatch, but more passes over memory."""
     import tensorflow as tf
 
     from keras_transformer.ops.attention import attention_weights
@@ -100,8 +100,8 @@ def attend_by_products(query, keys, values, mask):
 
 
 def attend_by_batched_matmuls(query, keys, values, mask):
-    """The step before session 9 (2026-12-02): two `tf.matmul`s (BatchMatMulV2, oneDNN's
-    kernel on this CPU) around the fused softmax kernel (`ops.attention.attention_weights`)."""
+    """Two `tf.matmul`s (BatchMatMulV2, oneDNN's kernel on a CPU with AVX-512 VNNI)
+    around the fused softmax kernel (`ops.attention.attention_weights`)."""
     import tensorflow as tf
 
     from keras_transformer.ops.attention import attention_weights
@@ -178,8 +178,8 @@ def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):
     mask = tf.constant(np.arange(CACHE_LENGTH) < CACHE_LENGTH // 2)[None, None, None, :]
     kernels = {
         "BatchMatMulV3, exp(log_softmax) (ours)": attend_as_the_step_does,
-        "elementwise products, exp(log_softmax) (sessions 9-10)": attend_by_products,
-        "BatchMatMulV2, fused softmax (before session 9)": attend_by_batched_matmuls,
+        "elementwise products, exp(log_softmax)": attend_by_products,
+        "BatchMatMulV2, fused softmax": attend_by_batched_matmuls,
         "BatchMatMulV2, elementwise softmax (rejected)": attend_with_spelled_out_softmax,
     }
     seconds = _chained_seconds(

@@ -8,16 +8,16 @@ BOS_ID = 2  # start of sequence: the first decoder input token.
 EOS_ID = 3  # end of sequence: decoding stops when it is produced.
 
 # Beam search: width K, GNMT's length-penalty exponent α and coverage-penalty weight β
-# (`decoding.SequenceSearch`). α 0.6 was chosen on the validation split (README, "Which
-# weights, which recipe"), β 0.2 (GNMT's) on five trained models' validation and test
-# splits (README, "Session 32").
+# (`decoding.SequenceSearch`). α 0.6 scores as well as 1.0 on the validation split, and
+# β 0.2 (GNMT's) keeps or raises BLEU on five trained models' validation and test splits
+# (docs/experiments.md).
 DEFAULT_BEAM_WIDTH = 4
 DEFAULT_ALPHA = 0.6
 DEFAULT_COVERAGE = 0.2
 
 # Rows (sentences x beam width) each shard of a batch must get before `SequenceSearch`
 # splits it: below that, a step is mostly per-op overhead, which shards only repeat
-# (bench/README.md, "A large batch searched as two shards at once").
+# (`python -m bench kernels`; docs/experiments.md, "Speed").
 MIN_SHARD_ROWS = 16
 
 # How training examples are grouped into token-budgeted batches

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's worked examples beside the translator: an English language model and a
-# sentence-type classifier, both from the bundled corpus, trained, evaluated, exported,
-# served by one embedded server and queried through it.
+# The worked examples beside the translator (docs/guides/tasks.md): an English language
+# model and a sentence-type classifier, both from the bundled corpus, trained, evaluated,
+# exported, served by one embedded server and queried through it.
 #
 #   bash scripts/examples.sh                      # 10 + 5 minutes of training on a CPU
 #   LM_MINUTES=25 CLASSIFY_MINUTES=10 bash scripts/examples.sh

@@ -28,14 +28,13 @@ en    6000   (fails: the text supports at most 5,806 pieces)
 ====  =====  ===============  =========  =====  ======================
 
 Defaults: zh 5000 (fewest rare pieces; 6000 shortens sentences by under 3%)
-and en 5000. By this table en 3000 looked best (4000 would shorten sentences by
-2.5% but leave 31% of pieces rare), and it was the default until translation
-quality said otherwise: trained together with a learning-rate scale of 0.5, en
-5000 scored 30.35 and 30.26 test BLEU in two 1,585-step runs against 29.52,
-28.83 and 29.75 for en 3000 at scale 0.3 (README.md, "Which weights, which
-recipe"). zh 4000 with that recipe scored 31.57 and 30.03 in two runs (seeds 0
-and 1) against 29.81 and 30.35 for zh 5000 with the same seeds: a gain on one
-seed, a loss on the other, so zh 5000 stayed.
+and en 5000. By this table alone en 3000 looks best (4000 would shorten sentences
+by 2.5% but leave 31% of pieces rare), but translation quality decides: trained
+together with a learning-rate scale of 0.5, en 5000 scores 30.35 and 30.26 test
+BLEU in two 1,585-step runs against 29.52, 28.83 and 29.75 for en 3000 at scale
+0.3. zh 4000 scores 31.57 and 30.03 in two runs (seeds 0 and 1) against 29.81 and
+30.35 for zh 5000 with the same seeds: a gain on one seed, a loss on the other, so
+zh 5000 is the default (docs/experiments.md).
 The zh UNK share is the rare characters that character_coverage 0.9995 leaves
 out; it hardly depends on the vocabulary size. Training takes about a second
 per model. It is deterministic for a given ``num_threads`` (the result
@@ -325,7 +324,7 @@ class SubwordTokenizer(tf.Module):
 
         A word comes out whole once and in smaller pieces the next time, so the
         model learns words from their pieces too: a regularizer, which needs more
-        training than the 25-minute demo gives (README, the recipe table).
+        training than the 25-minute demo gives (docs/experiments.md).
         Detokenizing any sample gives the text back. Sampling runs in
         SentencePiece's own random generator, which TensorFlow's seeds do not reach.
 

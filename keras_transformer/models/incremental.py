@@ -140,7 +140,7 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
             return keys, values
 
         # The last block's cross-attention, head-averaged: as good a coverage signal
-        # as all blocks' on the validation split (README, "Session 32").
+        # as all blocks' on the validation split (docs/experiments.md).
         report = return_cross_attention and layer == len(stack.blocks) - 1
         x = block.decode_token(
             x, state["weights"][layer], write_cache, state["cross_caches"][layer],

@@ -109,9 +109,8 @@ def attend_one_query(query, keys, values, mask=None, normalize="softmax", return
     hands even a row of 64 numbers to its thread pool; `BatchMatMulV3`, the same
     product with its output type named, runs TensorFlow's own Eigen kernel, and the
     softmax is spelled `exp(log_softmax)`. `python -m bench kernels` compares the
-    spellings (bench/README.md, "One query's attention through TensorFlow's own
-    batched matmul"): faster than elementwise products summed over D and L (the
-    spelling before) and than oneDNN's batched matmuls, at batch 1 and 32 alike.
+    spellings (docs/experiments.md, "Speed"): faster than elementwise products
+    summed over D and L and than oneDNN's batched matmuls, at batch 1 and 32 alike.
 
     Args:
         query: (B, H, 1, D), already scaled by 1/√D.

@@ -32,7 +32,7 @@ LR_DECAYS = ("rsqrt", "linear")  # after the warmup: keras_transformer/training/
 LOSS_WEIGHTINGS = ("batch", "token")
 # A task's own defaults, where it trains better with another value than the fields'
 # (which are the translator's). The classifier: the learning-rate scale 0.5 scored
-# higher than 0.7 over two seeds (README, "Session 30"). A new run stores the values
+# higher than 0.7 over two seeds (docs/experiments.md). A new run stores the values
 # it takes, so resuming it keeps them.
 TASK_DEFAULTS = {"classify": {"lr_scale": 0.5}}
 
@@ -142,7 +142,7 @@ class TrainingConfig:
     batching: str = _setting(
         "buckets", "how examples become batches: buckets (a fixed batch size per length "
         "bucket) or sorted (each epoch sorted by length and cut into full batches: less "
-        "padding, but see the README's A/B)",
+        "padding, but see docs/experiments.md)",
         choices=BATCHINGS, check=_one_of(BATCHINGS),
     )
     warmup_steps: int = _setting(

@@ -18,13 +18,11 @@ is 200 times smaller, and a 25-minute run of the small preset on the 2-core CPU
 makes about 1,100 steps on an AVX2-only VM (1,116, measured) and more on faster
 ones: 4,000 warmup steps would spend the whole run warming up. The default warms
 up over 250 steps (about 2.5 epochs, a quarter of such a run) with scale 0.7, a
-peak of 2.8e-3 for d_model = 256. The warmup is sized from the step counts;
-README.md's A/B table measures the scale (0.5 with the 5,000-piece English
-vocabulary beat 0.3 in two runs each; 0.7 was level with 0.5 at dropout 0.1 in
-session 26 and beat it over two seeds at the small preset's dropout 0.3 in session
-30, where 1.0 stalled) and the linear decay (which reached a lower validation loss,
-not a higher BLEU, so rsqrt stays); its "Session 26" paragraph, the warmup (150 and
-400 steps scored lower in 25 minutes).
+peak of 2.8e-3 for d_model = 256. The warmup is sized from the step counts. The
+experiment record (docs/experiments.md) measures the scale (0.7 beats 0.5 over two
+seeds at the small preset's dropout 0.3; 0.85 and 1.0 stall after the warmup), the
+linear decay (a lower validation loss, not a higher BLEU, so rsqrt is the default)
+and the warmup (150 and 400 steps score lower than 250 in 25 minutes).
 """
 
 import keras

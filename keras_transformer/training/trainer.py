@@ -448,8 +448,8 @@ def train(
         if chief:
             run.checkpoints.save_final(model)
             # Averaging the newest epoch checkpoints beat both the final and the
-            # best-validation-loss weights on the bundled corpus (README: the A/B
-            # table); commands use this average by default.
+            # best-validation-loss weights on the bundled corpus (docs/experiments.md);
+            # commands use this average by default.
             kept = run.checkpoints.kept("epoch")
             count = epochs_to_average(kept[-1].number + 1 if kept else 0, len(kept))
             if count >= 2:

@@ -116,7 +116,7 @@ def test_presets_match_the_paper():
 
 
 def test_small_preset_feed_forwards_compute_silu_and_the_papers_presets_relu():
-    # The demo's recipe (README, "Session 35"); the paper's base and big keep ReLU.
+    # The demo's recipe (docs/experiments.md); the paper's base and big keep ReLU.
     probe = keras.ops.convert_to_tensor(np.linspace(-3.0, 3.0, 13, dtype="float32"))
     for name, expected in (("small", keras.activations.silu), ("base", keras.activations.relu)):
         model = build_transformer(name, source_vocab_size=40, target_vocab_size=50)

@@ -1,6 +1,6 @@
 """Drives the translation page in headless Chromium: translate a sentence, save a screenshot.
 
-Used for the README's picture and by the page's end-to-end tests; kept with the
+Used for the documentation's picture and by the page's end-to-end tests; kept with the
 tests because the server never needs it. Needs Debian's
 `chromium` and `chromium-driver` (tests/web/install_browser.sh) and the `selenium`
 package; nothing is downloaded at run time.
