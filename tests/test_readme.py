@@ -36,7 +36,7 @@ def translation_run(tmp_path_factory):
 
 def test_the_readme_has_python_examples_of_each_task():
     code = "\n".join(python_blocks(README.read_text(encoding="utf-8")))
-    for call in ("kt.load", ".translate(", ".generate(", ".classify(", ".fit(", "save_to_preset"):
+    for call in ("from_preset", ".translate(", ".generate(", ".classify(", ".fit(", "save_to_preset"):
         assert call in code, call
 
 
