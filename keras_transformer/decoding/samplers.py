@@ -150,20 +150,20 @@ class RandomSampler:
     """Samples each row's token after its temperature, top-k and top-p (`choose_tokens`).
 
     Args:
-        temperature: (B,) float32; <= 0 takes the most probable token.
-        top_k: (B,) int32; 0 = off.
-        top_p: (B,) float32; 1 = off.
+        temperature: (B,) floats; <= 0 takes the most probable token.
+        top_k: (B,) ints; 0 = off.
+        top_p: (B,) floats; 1 = off.
         seeds: (B,) integer seeds of the stateless draws.
         candidates: C, how many best tokens a filtered draw sorts first.
     """
 
     def __init__(self, temperature, top_k, top_p, seeds, candidates=64):
-        self.temperature = temperature
-        self.top_k = top_k
-        self.top_p = top_p
-        self.seeds = seeds
+        self.temperature = tf.cast(temperature, tf.float32)
+        self.top_k = tf.cast(top_k, tf.int32)
+        self.top_p = tf.cast(top_p, tf.float32)
+        self.seeds = tf.cast(seeds, tf.int64)
         self.candidates = candidates
-        self.batch_shape = tf.shape(seeds)[:1]  # read once, outside the loop
+        self.batch_shape = tf.shape(self.seeds)[:1]  # read once, outside the loop
 
     def __call__(self, log_probs, position):
         """(B, V) log-probabilities → (B,) int32 token ids for sequence position `position`."""

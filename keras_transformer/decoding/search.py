@@ -200,6 +200,28 @@ class SequenceSearch:
         """
         return self._beam(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
 
+    def run(self, strategy, encoder_tokens, max_new_tokens=0):
+        """Any strategy over this model's step, e.g. sampling a translation.
+
+        Runs as called (eagerly, or inside the caller's `tf.function`), on the
+        whole batch; `greedy` and `beam_search` are the compiled, sharded searches.
+
+        Args:
+            strategy: a fresh `GreedySearch` (with any sampler) or `BeamSearch`.
+            encoder_tokens: (B, S) int32 source ids, 0-padded.
+            max_new_tokens: per-call limit on output tokens; 0 = the default rule.
+
+        Returns:
+            The strategy's results, tokens cut to the longest output.
+
+        Example:
+            >>> sampler = RandomSampler(temperature=[0.7], top_k=[0], top_p=[0.9], seeds=[3])
+            >>> search.run(GreedySearch(sampler), source_ids)["tokens"]  # (1, L)
+        """
+        encoder_tokens = tf.cast(encoder_tokens, tf.int32)
+        limit = tf.constant(max_new_tokens, tf.int32)
+        return _trim(self._search(strategy, encoder_tokens, limit))
+
     def concrete_function(self, method="greedy"):
         """The traced graph function of `greedy` or `beam_search` (to inspect its ops)."""
         functions = {"greedy": self._greedy, "beam_search": self._beam}
