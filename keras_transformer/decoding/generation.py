@@ -175,7 +175,7 @@ class Generator:
         prompt_lengths = tf.minimum(prompt_lengths, length)
         # The loop keeps positions 1 .. L - 1: position 0, each row's first token, is
         # the first step's input.
-        outputs = tf.maximum(length - 1, 0)
+        outputs = max(length - 1, 0) if self.jit_compile else tf.maximum(length - 1, 0)
         following = tf.concat([prompts[:, 1:], tf.zeros([batch_size, length], tf.int32)], axis=1)
         step, cache, cache_shape = self.start_step(batch_size, length)
         rows = Rows(

@@ -70,6 +70,7 @@ class GreedySearch:
         self.scores = bool(scores)
 
     def start(self, rows):
+        """`(first tokens (B,), state)` for the batch's `Rows`."""
         self.rows = rows
         # Read once, outside the loop: a step then needs no Shape op for it.
         self.batch_size = batch_size = tf.shape(rows.start_tokens)[0]
@@ -84,9 +85,22 @@ class GreedySearch:
         return rows.start_tokens, state
 
     def all_done(self, state):
+        """A bool scalar: every row has finished."""
         return tf.reduce_all(state["finished"])
 
     def step(self, index, log_probs, state, attention=None):
+        """Chooses the token at output position `index`.
+
+        Args:
+            index: scalar int32, the step.
+            log_probs: (B, V) float32 next-token log-probabilities.
+            state: from `start` or the last step.
+            attention: unused (`wants_attention` is False).
+
+        Returns:
+            `(tokens, state, parents)`: the (B,) tokens fed next, the new state and
+            None (rows never move).
+        """
         rows, batch_size = self.rows, self.batch_size
         finished = state["finished"]
         position = index + 1  # of the chosen token in the sequence
@@ -111,6 +125,7 @@ class GreedySearch:
         return chosen, state, None
 
     def finish(self, state):
+        """The results dict (see the class docstring)."""
         tokens = state["tokens"]
         if self.rows.prompts is None:
             tokens, lengths = strip_end(tokens, self.eos_id)
@@ -147,6 +162,7 @@ class BeamSearch:
         self.wants_attention = self.coverage > 0
 
     def start(self, rows):
+        """`(first tokens (B·K,), state)` for the batch's `Rows`."""
         beam = self.rows_per_sentence
         self.rows = rows
         self.batch_size = batch_size = tf.shape(rows.start_tokens)[0]
@@ -171,9 +187,23 @@ class BeamSearch:
         return tf.repeat(rows.start_tokens, beam), state
 
     def all_done(self, state):
+        """A bool scalar: no row's alive hypotheses can beat its finished ones."""
         return tf.reduce_all(state["done"])
 
     def step(self, index, log_probs, state, attention=None):
+        """Extends the hypotheses by the token at output position `index`.
+
+        Args:
+            index: scalar int32, the step.
+            log_probs: (B·K, V) float32 next-token log-probabilities, row b·K + k
+                hypothesis k of sentence b.
+            state: from `start` or the last step.
+            attention: (B·K, S) float32 cross-attention of the step (with coverage).
+
+        Returns:
+            `(tokens, state, parents)`: the (B·K,) tokens fed next, the new state
+            and the (B·K,) row each new hypothesis continues (its cache's row).
+        """
         beam = self.rows_per_sentence
         limits = self.rows.limits
         length = self.rows.length
@@ -237,5 +267,6 @@ class BeamSearch:
         return current, state, flat_parents
 
     def finish(self, state):
+        """The results dict (see the class docstring)."""
         tokens, lengths = strip_end(state["finished_tokens"], self.eos_id)
         return {"tokens": tokens, "lengths": lengths, "scores": state["finished_scores"]}

@@ -316,6 +316,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context=None,
         query_padding_mask=None,
         context_padding_mask=None,
+        attention_mask=None,
         return_attention_scores=False,
         training=None,
     ):
