@@ -87,7 +87,8 @@ def random_translator(preset, precision, vocab_size=8000):
 
 
 def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision, repeats):
-    from keras_transformer.decoding import SequenceSearch, make_uncached_greedy
+    from bench.uncached import make_uncached_greedy
+    from keras_transformer.decoding import SequenceSearch
 
     model = random_translator(preset, precision)
     never = 10**6  # an end token outside the vocabulary: every row decodes new_tokens

@@ -53,7 +53,7 @@ def _tutorial_translator(model, source_tokenizer, target_tokenizer, new_tokens):
     import tensorflow as tf
 
     from keras_transformer.constants import PAD_ID
-    from keras_transformer.decoding import make_uncached_greedy
+    from bench.uncached import make_uncached_greedy
 
     class ExportTranslator(tf.Module):
         def __init__(self):

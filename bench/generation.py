@@ -2,7 +2,7 @@
 
 New tokens per second at batch 1 and 32, prompts of 8 tokens, exactly `new_tokens`
 new tokens a row (an end token outside the vocabulary), one `LanguageModel` of the
-preset's sizes with random weights. The baseline (`Generator(cached=False)`) reruns
+preset's sizes with random weights. The baseline (`bench.uncached.UncachedGenerator`) reruns
 the whole model on the full prefix at every step; it cannot use XLA (its prefix
 grows), so it runs in graph mode in both modes. Sampling (temperature 1, top-k 50,
 top-p 0.9: a sort of the vocabulary and one stateless draw a row per step) is
@@ -40,6 +40,7 @@ def run(results, quick=False, preset=None, new_tokens=None, prompt_length=8,
 def _run(results, preset, new_tokens, prompt_length, batch_sizes, jit, precision, repeats):
     import keras
 
+    from bench.uncached import UncachedGenerator
     from keras_transformer.decoding import Generator
     from keras_transformer.models import build_language_model
 
@@ -53,7 +54,7 @@ def _run(results, preset, new_tokens, prompt_length, batch_sizes, jit, precision
     never = 10**6  # every row generates exactly new_tokens
     length = prompt_length + new_tokens
     cached = Generator(model, max_length=length, eos_id=never, jit_compile=jit)
-    uncached = Generator(model, max_length=length, eos_id=never, cached=False)
+    uncached = UncachedGenerator(model, max_length=length, eos_id=never)
     label = (f"{preset}, {new_tokens} new tokens" + (", XLA" if jit else "")
              + ("" if precision == "none" else f", {precision}"))
     baseline_name = "greedy tokens/s (uncached" + (", no XLA)" if jit else ")")

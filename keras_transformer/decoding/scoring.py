@@ -8,9 +8,9 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
-from keras_transformer.decoding.search import coverage_penalty
-from keras_transformer.decoding.search import length_penalty
-from keras_transformer.decoding.search import next_token_log_probs
+from keras_transformer.decoding.loop import next_token_log_probs
+from keras_transformer.decoding.strategies import coverage_penalty
+from keras_transformer.decoding.strategies import length_penalty
 
 
 def score_sequences(model, encoder_tokens, target_tokens, alpha=0.0, coverage=0.0):

@@ -3,10 +3,11 @@
 Shape notation: B batch, S source length, K beam width, L maximum output length,
 V target vocabulary.
 
-Each search is one `tf.function` built once per `SequenceSearch` and reused: a
-`tf.while_loop` over fixed-shape state that computes only the newest position per
-step (the decoder's self-attention reads the cache; the encoder output and the
-cross-attention keys/values are computed once per sentence). It runs with XLA
+Each search is one `tf.function` built once per `SequenceSearch` and reused: the one
+decoding loop (`keras_transformer.decoding.loop.decode`) under `GreedySearch` or
+`BeamSearch`, which computes only the newest position per step (the decoder's
+self-attention reads the cache; the encoder output and the cross-attention
+keys/values are computed once per sentence). It runs with XLA
 (`jit_compile=True`, shapes static: the cache holds `max_length` positions) or
 without (stock TF Serving): the cache then starts empty and grows by a position
 per step (`keras_transformer/ops/cache.py`).
@@ -21,7 +22,6 @@ over several cores (intra-op threads), but independent loops run side by side on
 the inter-op threads. Rows are independent, so the output is unchanged.
 """
 
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID
@@ -31,76 +31,13 @@ from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import MIN_SHARD_ROWS
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.loop import Rows
+from keras_transformer.decoding.loop import decode
+from keras_transformer.decoding.loop import longest
+from keras_transformer.decoding.strategies import BeamSearch
+from keras_transformer.decoding.strategies import GreedySearch
 from keras_transformer.ops import checks
-from keras_transformer.ops.cache import BATCH_AXIS
-from keras_transformer.ops.cache import loop_shape_invariants
-
-# "Minus infinity" for scores: finite, so sums and differences never give NaN.
-NEG_INF = -1e9
-
-
-def length_penalty(length, alpha):
-    """GNMT's length penalty ((5 + length) / 6)^alpha (Wu et al., 2016, eq. 14)."""
-    length = tf.cast(length, tf.float32)
-    return tf.pow((5.0 + length) / 6.0, alpha)
-
-
-def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
-    """Log-probabilities of the next token, never choosing padding or the start token.
-
-    Args:
-        logits: (..., V) float logits.
-
-    Returns:
-        (..., V) float32 log-probabilities, with PAD and BOS at about `NEG_INF`.
-    """
-    logits = tf.cast(logits, tf.float32)
-    vocab_size = logits.shape[-1]
-    if vocab_size is None:
-        vocab_size = tf.shape(logits)[-1]
-        banned = tf.logical_or(
-            tf.equal(tf.range(vocab_size), pad_id), tf.equal(tf.range(vocab_size), bos_id)
-        )
-        logits = tf.where(banned, tf.constant(NEG_INF, tf.float32), logits)
-    else:
-        # A known vocabulary: one constant row and an add per step instead of five ops.
-        banned = np.zeros(vocab_size, np.float32)
-        banned[[pad_id, bos_id]] = NEG_INF
-        logits = logits + banned
-    return tf.nn.log_softmax(logits, axis=-1)
-
-
-def coverage_penalty(coverage, source_mask):
-    """GNMT's coverage penalty sum_i log(min(coverage_i, 1)) (Wu et al., 2016, eq. 14).
-
-    Args:
-        coverage: (..., S) float32, the attention each source token has had, summed
-            over the target steps so far.
-        source_mask: booleans broadcastable to `coverage`, True for real tokens.
-
-    Returns:
-        (...) float32, 0 when every real source token has had at least 1, below 0
-        for each one that has had less.
-    """
-    covered = tf.math.log(tf.clip_by_value(coverage, 1e-6, 1.0))
-    return tf.reduce_sum(tf.where(source_mask, covered, 0.0), axis=-1)
-
-
-def strip_end(tokens, eos_id):
-    """Replaces EOS and everything after it by PAD; returns (tokens, lengths)."""
-    ended = tf.cumsum(tf.cast(tf.equal(tokens, eos_id), tf.int32), axis=-1) > 0
-    tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
-    lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=-1)
-    return tokens, lengths
-
-
-def longest(lengths):
-    """The largest of the int32 `lengths` (any shape); 0 when there are none.
-
-    `tf.reduce_max` of no values is the dtype's minimum, which as a length makes
-    an empty batch fail (`tf.range`, `tf.zeros`) instead of giving empty results.
-    """
-    return tf.maximum(tf.reduce_max(lengths), 0)
+from keras_transformer.ops.cache import growing_shape
 
 
 def _trim(result):
@@ -263,6 +200,28 @@ class SequenceSearch:
         """
         return self._beam(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
 
+    def run(self, strategy, encoder_tokens, max_new_tokens=0):
+        """Any strategy over this model's step, e.g. sampling a translation.
+
+        Runs as called (eagerly, or inside the caller's `tf.function`), on the
+        whole batch; `greedy` and `beam_search` are the compiled, sharded searches.
+
+        Args:
+            strategy: a fresh `GreedySearch` (with any sampler) or `BeamSearch`.
+            encoder_tokens: (B, S) int32 source ids, 0-padded.
+            max_new_tokens: per-call limit on output tokens; 0 = the default rule.
+
+        Returns:
+            The strategy's results, tokens cut to the longest output.
+
+        Example:
+            >>> sampler = RandomSampler(temperature=[0.7], top_k=[0], top_p=[0.9], seeds=[3])
+            >>> search.run(GreedySearch(sampler), source_ids)["tokens"]  # (1, L)
+        """
+        encoder_tokens = tf.cast(encoder_tokens, tf.int32)
+        limit = tf.constant(max_new_tokens, tf.int32)
+        return _trim(self._search(strategy, encoder_tokens, limit))
+
     def concrete_function(self, method="greedy"):
         """The traced graph function of `greedy` or `beam_search` (to inspect its ops)."""
         functions = {"greedy": self._greedy, "beam_search": self._beam}
@@ -299,168 +258,33 @@ class SequenceSearch:
             return limits, self.max_length  # XLA needs a static cache shape.
         return limits, longest(limits)
 
-    def _start(self, encoder_tokens, max_new_tokens, repeats=1):
+    def _search(self, strategy, encoder_tokens, max_new_tokens):
+        """Runs `strategy` on the batch in the one decoding loop."""
         encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)
-        limits, cache_length = self._row_limits(encoder_tokens, max_new_tokens)
+        limits, length = self._row_limits(encoder_tokens, max_new_tokens)
         # Everything fixed for the search (fused kernels, source mask, cross-attention
         # keys and values, position table) is made here, outside the loop.
         cache, state = self.model.start_decoding(
-            encoder_outputs, encoder_mask, cache_length, repeats=repeats,
+            encoder_outputs, encoder_mask, length, repeats=strategy.rows_per_sentence,
             grow=self.growing_cache,
         )
-        return limits, cache_length, cache, state
-
-    def _while_loop(self, condition, body, loop_vars, length, cache_position):
-        """`tf.while_loop` of at most `length` steps; a growing cache at
-        `loop_vars[cache_position]` gets a free length."""
-        shapes = None
-        if self.growing_cache:
-            shapes = loop_shape_invariants(loop_vars, caches=(cache_position,))
-        return tf.while_loop(
-            condition, body, loop_vars, shape_invariants=shapes, maximum_iterations=length
+        rows = Rows(
+            start_tokens=tf.fill(tf.shape(encoder_tokens)[:1], self.bos_id),
+            limits=limits,
+            length=length,
+            source_mask=tf.not_equal(encoder_tokens, PAD_ID) if strategy.wants_attention else None,
         )
 
-    def _step(self, tokens, index, cache, state, return_cross_attention=False):
-        """(log_probs, cache), and the step's (B, S) cross-attention if asked."""
-        logits, *rest = self.model.decode_token(
-            tokens, index, cache, state, return_cross_attention=return_cross_attention
-        )
-        return (next_token_log_probs(logits, bos_id=self.bos_id), *rest)
+        def step(tokens, index, cache, **options):
+            return self.model.decode_token(tokens, index, cache, state, **options)
 
-    # Greedy --------------------------------------------------------------------
+        cache_shape = growing_shape if self.growing_cache else None
+        return decode(step, strategy, rows, cache, cache_shape=cache_shape, bos_id=self.bos_id)
 
     def _greedy_search(self, encoder_tokens, max_new_tokens):
-        batch_size = tf.shape(encoder_tokens)[0]
-        limits, length, self_cache, state = self._start(encoder_tokens, max_new_tokens)
-        tokens = tf.zeros([batch_size, length], tf.int32)
-        finished = tf.zeros([batch_size], tf.bool)
-        scores = tf.zeros([batch_size], tf.float32)
-        current = tf.fill([batch_size], self.bos_id)
-
-        def condition(index, current, tokens, finished, scores, self_cache):
-            return tf.logical_not(tf.reduce_all(finished))
-
-        def body(index, current, tokens, finished, scores, self_cache):
-            log_probs, self_cache = self._step(current, index, self_cache, state)
-            chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-            chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
-            chosen = tf.where(finished, PAD_ID, chosen)
-            scores += tf.where(finished, 0.0, chosen_log_prob)
-            tokens = tf.tensor_scatter_nd_update(
-                tokens,
-                tf.stack([tf.range(batch_size), tf.fill([batch_size], index)], axis=1),
-                chosen,
-            )
-            finished = finished | tf.equal(chosen, self.eos_id) | (index + 1 >= limits)
-            return index + 1, chosen, tokens, finished, scores, self_cache
-
-        _, _, tokens, _, scores, _ = self._while_loop(
-            condition, body, (tf.constant(0), current, tokens, finished, scores, self_cache),
-            length, cache_position=5,
-        )
-        tokens, lengths = strip_end(tokens, self.eos_id)
-        return {"tokens": tokens, "lengths": lengths, "scores": scores}
-
-    # Beam search ---------------------------------------------------------------
+        return self._search(GreedySearch(eos_id=self.eos_id), encoder_tokens, max_new_tokens)
 
     def _beam_search(self, encoder_tokens, max_new_tokens):
-        beam = self.beam_width
-        batch_size = tf.shape(encoder_tokens)[0]
-        limits, length, self_cache, state = self._start(
-            encoder_tokens, max_new_tokens, repeats=beam
-        )
-        # Alive hypotheses start as K copies of the empty one; only the first counts.
-        alive_tokens = tf.zeros([batch_size, beam, length], tf.int32)
-        alive_log_probs = tf.tile(
-            tf.constant([[0.0] + [NEG_INF] * (beam - 1)], tf.float32), [batch_size, 1]
-        )
-        finished_tokens = tf.zeros([batch_size, beam, length], tf.int32)
-        finished_scores = tf.fill([batch_size, beam], NEG_INF)
-        done = tf.zeros([batch_size], tf.bool)
-        current = tf.fill([batch_size * beam], self.bos_id)
-        best_possible_penalty = length_penalty(limits, self.alpha)  # (B,)
-        with_coverage = self.coverage > 0
-        coverage_state = ()
-        if with_coverage:
-            source_mask = tf.not_equal(encoder_tokens, PAD_ID)[:, None, :]  # (B, 1, S)
-            # How much attention each source token has had, per alive hypothesis.
-            coverage_state = (
-                tf.zeros([batch_size, beam, tf.shape(encoder_tokens)[1]], tf.float32),
-            )
-
-        def body(index, current, alive_tokens, alive_log_probs, finished_tokens,
-                 finished_scores, self_cache, done, alive_coverage=None):
-            if with_coverage:
-                log_probs, self_cache, attention = self._step(
-                    current, index, self_cache, state, return_cross_attention=True
-                )
-                # This step's attention is its parent's: every candidate of a parent shares it.
-                alive_coverage += tf.reshape(attention, tf.shape(alive_coverage))
-            else:
-                log_probs, self_cache = self._step(current, index, self_cache, state)
-            vocab_size = tf.shape(log_probs)[-1]
-            log_probs = tf.reshape(log_probs, [batch_size, beam, vocab_size])
-            candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
-            # 2K candidates: even if K of them end here, K stay alive.
-            top_log_probs, top_indices = tf.math.top_k(candidates, k=2 * beam)
-            source_beams = top_indices // vocab_size
-            top_tokens = top_indices % vocab_size
-            top_sequences = tf.gather(alive_tokens, source_beams, batch_dims=1)  # (B, 2K, L)
-            position = tf.one_hot(index, length, dtype=tf.int32)
-            top_sequences += top_tokens[:, :, None] * position[None, None, :]
-
-            at_limit = (index + 1 >= limits)[:, None]
-            # EOS ends a hypothesis only among the K best candidates (as in fairseq), so
-            # that a beam of width 1 is exactly greedy search.
-            among_best = tf.range(2 * beam) < beam
-            ends_here = (tf.equal(top_tokens, self.eos_id) & among_best) | at_limit
-            frozen = done[:, None]
-
-            # Hypotheses that end here join the finished set, ranked by normalised score.
-            ended_scores = top_log_probs / length_penalty(index + 1, self.alpha)
-            if with_coverage:
-                top_coverage = tf.gather(alive_coverage, source_beams, batch_dims=1)  # (B, 2K, S)
-                ended_scores += self.coverage * coverage_penalty(top_coverage, source_mask)
-            ended_scores = tf.where(ends_here & ~frozen, ended_scores, NEG_INF)
-            merged_scores = tf.concat([finished_scores, ended_scores], axis=1)
-            merged_tokens = tf.concat([finished_tokens, top_sequences], axis=1)
-            finished_scores, keep = tf.math.top_k(merged_scores, k=beam)
-            finished_tokens = tf.gather(merged_tokens, keep, batch_dims=1)
-
-            # The rest stay alive: the best K that did not produce EOS.
-            dead = tf.equal(top_tokens, self.eos_id) | ends_here | frozen
-            alive_candidates = tf.where(dead, NEG_INF, top_log_probs)
-            alive_log_probs, keep = tf.math.top_k(alive_candidates, k=beam)
-            alive_tokens = tf.gather(top_sequences, keep, batch_dims=1)
-            parents = tf.gather(source_beams, keep, batch_dims=1)  # (B, K)
-            flat_parents = tf.reshape(parents + tf.range(batch_size)[:, None] * beam, [-1])
-            self_cache = tf.nest.map_structure(
-                lambda cache: tf.gather(cache, flat_parents, axis=BATCH_AXIS), self_cache
-            )
-            current = tf.reshape(tf.gather(top_tokens, keep, batch_dims=1), [-1])
-            if with_coverage:
-                alive_coverage = tf.gather(top_coverage, keep, batch_dims=1)
-
-            # A row is done once no alive hypothesis can beat its K-th finished one:
-            # log-probabilities only fall, the length penalty is at most that of the
-            # limit, and the coverage penalty is never above 0.
-            best_alive_bound = alive_log_probs[:, 0] / best_possible_penalty
-            done = done | at_limit[:, 0] | (finished_scores[:, -1] >= best_alive_bound)
-            loop_vars = (index + 1, current, alive_tokens, alive_log_probs, finished_tokens,
-                         finished_scores, self_cache, done)
-            return loop_vars + ((alive_coverage,) if with_coverage else ())
-
-        def condition(index, current, alive_tokens, alive_log_probs, finished_tokens,
-                      finished_scores, self_cache, done, *coverage):
-            return tf.logical_not(tf.reduce_all(done))
-
-        state = self._while_loop(
-            condition,
-            body,
-            (tf.constant(0), current, alive_tokens, alive_log_probs, finished_tokens,
-             finished_scores, self_cache, done) + coverage_state,
-            length, cache_position=6,
-        )
-        finished_tokens, finished_scores = state[4], state[5]
-        tokens, lengths = strip_end(finished_tokens, self.eos_id)
-        return {"tokens": tokens, "lengths": lengths, "scores": finished_scores}
+        strategy = BeamSearch(self.beam_width, alpha=self.alpha, coverage=self.coverage,
+                              eos_id=self.eos_id)
+        return self._search(strategy, encoder_tokens, max_new_tokens)

@@ -1,4 +1,4 @@
-"""Multi-head attention: projections, heads split and merged, optional key/value cache.
+"""Multi-head attention: projections, heads split and merged; the one-token decoding step.
 
 Shape notation: B batch, T queries, S keys (context length), M model width
 (d_model), H heads, D head size (M / H), L cache length.
@@ -17,7 +17,6 @@ from keras_transformer.ops import checks
 from keras_transformer.ops.attention import NORMALIZATIONS
 from keras_transformer.ops.attention import attend_one_query
 from keras_transformer.ops.attention import scaled_dot_product_attention
-from keras_transformer.ops.cache import update_cache
 from keras_transformer.ops.masks import compute_attention_mask
 
 
@@ -54,18 +53,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             outputs are never read, and masking whole rows only costs time).
         context_padding_mask: optional (B, S) booleans for the context.
         attention_mask: optional (B, T, S) booleans ANDed with the others.
-        cache: optional key/value cache (B, 2, H, L, D). With `cache_index`, the
-            keys and values of `query` are written at `cache_index` and attention
-            runs over the whole cache (entries past the current position are hidden
-            causally). Without `cache_index` the cache is read-only: the keys and
-            values of a context computed once by `compute_key_value`.
-        cache_index: int or scalar int tensor, position of `query[:, 0]`.
         return_attention_scores: also return the (B, H, T, S) weights.
         training: whether dropout is active.
 
     Returns:
-        outputs (B, T, M); then the attention weights if asked; then the updated
-        cache if a cache was given.
+        outputs (B, T, M); then the attention weights if asked.
+
+    Decoding runs one token per step through `project_token` and `attend_token`
+    against weights read once (`decoding_weights`) and keys and values kept by the
+    search (`keras_transformer.models.incremental`).
 
     Example:
         >>> layer = MultiHeadSelfAttention(num_heads=4, causal=True)
@@ -281,43 +277,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query_padding_mask=None,
         context_padding_mask=None,
         attention_mask=None,
-        cache=None,
-        cache_index=None,
         return_attention_scores=False,
         training=None,
     ):
         checks.check_floating("query", query.dtype)
-        is_cross_attention = context is not None or (cache is not None and cache_index is None)
+        is_cross_attention = context is not None
         query_heads = self._split_heads(self.query_dense(query))
-        query_offset = 0
-        causal = self.causal
-        if cache is not None and cache_index is None:
-            # Cross-attention during decoding: keys and values were projected once.
-            key_heads, value_heads = cache[:, 0], cache[:, 1]
-        else:
-            source = query if context is None else context
-            key_heads = self._split_heads(self.key_dense(source))
-            value_heads = self._split_heads(self.value_dense(source))
-            if cache is not None:
-                # Self-attention step: write this step's keys/values at the index and
-                # attend over the whole cache. Unwritten entries lie in the future,
-                # so the causal constraint (offset by the index) always applies.
-                update = ops.stack([key_heads, value_heads], axis=1)
-                cache = update_cache(cache, update, cache_index)
-                key_heads, value_heads = cache[:, 0], cache[:, 1]
-                query_offset = cache_index
-                causal = True
-        if is_cross_attention:
-            key_padding_mask = context_padding_mask
-        else:
-            key_padding_mask = None if cache is not None else query_padding_mask
+        source = query if context is None else context
+        key_heads = self._split_heads(self.key_dense(source))
+        value_heads = self._split_heads(self.value_dense(source))
         mask = compute_attention_mask(
             query_length=ops.shape(query_heads)[2],
             key_length=ops.shape(key_heads)[2],
-            key_padding_mask=key_padding_mask,
-            causal=causal and not is_cross_attention,
+            key_padding_mask=context_padding_mask if is_cross_attention else query_padding_mask,
+            causal=self.causal and not is_cross_attention,
             window=None if is_cross_attention else self.window,
-            query_offset=query_offset,
             attention_mask=attention_mask,
         )
         attended, weights = scaled_dot_product_attention(
@@ -330,12 +304,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             training=training,
         )
         outputs = self.output_dense(self._merge_heads(attended))
-        results = [outputs]
-        if return_attention_scores:
-            results.append(weights)
-        if cache is not None:
-            results.append(cache)
-        return results[0] if len(results) == 1 else tuple(results)
+        return (outputs, weights) if return_attention_scores else outputs
 
     def compute_output_shape(self, query_shape, context_shape=None):
         """(B, T, M): the output has the query's shape whatever the context's width."""
@@ -348,25 +317,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query_padding_mask=None,
         context_padding_mask=None,
         attention_mask=None,
-        cache=None,
-        cache_index=None,
         return_attention_scores=False,
         training=None,
     ):
-        # Spelled out, as `call` returns one to three tensors depending on its flags.
-        results = [keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)]
-        if return_attention_scores:
-            if context is not None:
-                key_length = context.shape[1]
-            elif cache is not None:
-                key_length = cache.shape[-2]  # (B, 2, H, L, D)
-            else:
-                key_length = query.shape[1]
-            weights_shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
-            results.append(keras.KerasTensor(weights_shape, self.compute_dtype))
-        if cache is not None:
-            results.append(keras.KerasTensor(cache.shape, cache.dtype))
-        return results[0] if len(results) == 1 else tuple(results)
+        # Spelled out, as `call` returns one or two tensors depending on its flags.
+        outputs = keras.KerasTensor(self.compute_output_shape(query.shape), self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        key_length = (query if context is None else context).shape[1]
+        weights_shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
+        return outputs, keras.KerasTensor(weights_shape, self.compute_dtype)
 
     def compute_mask(self, query, mask=None, **kwargs):
         return mask

@@ -33,24 +33,23 @@ class DecoderBlock(TransformerBlock):
 
     Call arguments:
         inputs: (B, T, M) target-side stream.
-        encoder_outputs: (B, S, M) encoder output; may be None when
-            `cross_attention_cache` holds its projected keys and values.
+        encoder_outputs: (B, S, M) encoder output.
         decoder_padding_mask: optional (B, T) booleans, True for real tokens. When
             absent, the Keras mask carried by `inputs` (e.g. from
             `Embedding(mask_zero=True)`) is used.
         encoder_padding_mask: optional (B, S) booleans, True for real tokens.
-        self_attention_cache: optional (B, 2, H, L, D) cache, written at `cache_index`.
-        cross_attention_cache: optional (B, 2, H, S, D) keys and values of the
-            encoder output, from `compute_cross_attention_cache`.
-        cache_index: position of `inputs[:, 0]` when decoding with a cache.
-        return_attention_scores: also return the self-attention (B, H, T, L or T)
+        return_attention_scores: also return the self-attention (B, H, T, T)
             and cross-attention (B, H, T, S) weights (the self-attention weights
             alone without cross-attention).
         training: whether dropout is active.
 
     Returns:
         outputs (B, T, M); then `(self_weights, cross_weights)` (or `self_weights`)
-        if asked; then the updated self-attention cache if one was given.
+        if asked.
+
+    Decoding runs one token per step through `decode_token` (weights read once by
+    `decoding_weights`, the cross-attention's keys and values by
+    `compute_cross_attention_cache`).
 
     Example:
         >>> block = DecoderBlock(num_heads=2, inner_dim=64, cross_attention=False)
@@ -116,7 +115,7 @@ class DecoderBlock(TransformerBlock):
 
     def decode_token(self, x, weights, write_cache, cross_cache, self_mask, cross_mask,
                      return_cross_weights=False):
-        """Runs the block on one token per row, as `call` does with a cache.
+        """Runs the block on one token per row, as `call` does at that position.
 
         Args:
             x: (B, M) the stream at the current position.
@@ -195,40 +194,31 @@ class DecoderBlock(TransformerBlock):
         encoder_outputs=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_index=None,
         return_attention_scores=False,
         training=None,
         mask=None,
     ):
-        if not self.has_cross_attention and (
-            encoder_outputs is not None or cross_attention_cache is not None
-        ):
-            self._check_cross_attention("encoder_outputs or cross_attention_cache")
+        if not self.has_cross_attention and encoder_outputs is not None:
+            self._check_cross_attention("encoder_outputs")
         decoder_padding_mask = resolve_padding_mask(decoder_padding_mask, mask)
-        self_results = self.self_attention(
+        attended, self_weights = self.self_attention(
             self._sublayer_input(inputs, self.self_attention_norm),
             query_padding_mask=decoder_padding_mask,
-            cache=self_attention_cache,
-            cache_index=cache_index,
             return_attention_scores=True,
             training=training,
         )
-        attended, self_weights = self_results[0], self_results[1]
         x = self._add_and_norm(inputs, attended, self.self_attention_norm, training)
 
         attention_scores = self_weights
         if self.has_cross_attention:
             attended, cross_weights = self.cross_attention(
                 self._sublayer_input(x, self.cross_attention_norm),
-                context=encoder_outputs if cross_attention_cache is None else None,
+                context=encoder_outputs,
                 query_padding_mask=decoder_padding_mask,
                 context_padding_mask=encoder_padding_mask,
-                cache=cross_attention_cache,
                 return_attention_scores=True,
                 training=training,
-            )[:2]
+            )
             x = self._add_and_norm(x, attended, self.cross_attention_norm, training)
             attention_scores = (self_weights, cross_weights)
 
@@ -236,12 +226,7 @@ class DecoderBlock(TransformerBlock):
             self._sublayer_input(x, self.feed_forward_norm), training=training
         )
         outputs = self._add_and_norm(x, transformed, self.feed_forward_norm, training)
-        results = [outputs]
-        if return_attention_scores:
-            results.append(attention_scores)
-        if self_attention_cache is not None:
-            results.append(self_results[2])
-        return results[0] if len(results) == 1 else tuple(results)
+        return (outputs, attention_scores) if return_attention_scores else outputs
 
     def compute_output_shape(self, inputs_shape, encoder_outputs_shape=None):
         return tuple(inputs_shape)
@@ -252,31 +237,21 @@ class DecoderBlock(TransformerBlock):
         encoder_outputs=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_index=None,
         return_attention_scores=False,
         training=None,
         mask=None,
     ):
-        # Spelled out, as `call` returns one to three results depending on its arguments.
-        results = [keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)]
-        if return_attention_scores:
-            self_spec = self.self_attention.compute_output_spec(
-                inputs, cache=self_attention_cache, cache_index=cache_index,
-                return_attention_scores=True,
-            )
-            if self.has_cross_attention:
-                cross_spec = self.cross_attention.compute_output_spec(
-                    inputs, context=encoder_outputs, cache=cross_attention_cache,
-                    return_attention_scores=True,
-                )
-                results.append((self_spec[1], cross_spec[1]))
-            else:
-                results.append(self_spec[1])
-        if self_attention_cache is not None:
-            results.append(keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype))
-        return results[0] if len(results) == 1 else tuple(results)
+        # Spelled out, as `call` returns one or two results depending on its arguments.
+        outputs = keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        self_spec = self.self_attention.compute_output_spec(inputs, return_attention_scores=True)
+        if not self.has_cross_attention:
+            return outputs, self_spec[1]
+        cross_spec = self.cross_attention.compute_output_spec(
+            inputs, context=encoder_outputs, return_attention_scores=True
+        )
+        return outputs, (self_spec[1], cross_spec[1])
 
     def _check_cross_attention(self, what):
         if not self.has_cross_attention:

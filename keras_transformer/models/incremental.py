@@ -46,7 +46,7 @@ def start_decoder(stack, batch_size, max_length, grow=False):
         grow: start the caches empty and append a position per step (graph mode),
             instead of preallocating L zero positions (XLA's static shapes); the
             layouts are compared in `keras_transformer/ops/cache.py`. A loop then
-            needs `loop_shape_invariants` for the caches.
+            needs `growing_shape` as the caches' shape invariant.
 
     Returns:
         `(cache, state)`: a tuple of N (2, B, H, L, D) caches (L = 0 if `grow`), one

@@ -129,8 +129,8 @@ class Seq2SeqTransformer(keras.Model):
 
     Inputs: `{"encoder_tokens": (B, S) int32, "decoder_tokens": (B, T) int32}`, with
     0 as padding. Output: logits (B, T, V) in float32. Besides the full pass, the
-    model exposes what incremental decoding needs: `encode`, `init_cache` and
-    `decode_step`, which run the very same layers.
+    model exposes what the decoding loop (`keras_transformer.decoding`) needs:
+    `encode`, `start_decoding` and `decode_token`, which run the very same layers.
 
     Args:
         config: a `TransformerConfig` (or its dict).
@@ -175,57 +175,6 @@ class Seq2SeqTransformer(keras.Model):
             encoder_padding_mask,
             training=training,
         )
-
-    def init_cache(self, encoder_outputs, max_length):
-        """Preallocates the decoder's caches for `max_length` target positions.
-
-        Args:
-            encoder_outputs: (B, S, M) from `encode`.
-            max_length: L, number of target positions the self-attention cache holds.
-
-        Returns:
-            `(self_caches, cross_caches)`: tuples with one entry per decoder layer:
-            (B, 2, H, L, D) zeros, and the (B, 2, H, S, D) keys and values of the
-            encoder output, computed once per sentence. Separate tensors per layer
-            spare a slice and a stack of the whole cache at every step.
-        """
-        batch_size = ops.shape(encoder_outputs)[0]
-        head_dim = self.config.d_model // self.config.num_heads
-        blocks = self.transformer_layers.decoder_blocks
-        shape = (batch_size, 2, self.config.num_heads, max_length, head_dim)
-        self_caches = tuple(ops.zeros(shape, dtype=block.compute_dtype) for block in blocks)
-        cross_caches = tuple(block.compute_cross_attention_cache(encoder_outputs) for block in blocks)
-        return self_caches, cross_caches
-
-    def decode_step(
-        self, decoder_tokens, cache_index, self_caches, cross_caches, encoder_padding_mask
-    ):
-        """Decodes positions `cache_index .. cache_index + T - 1` using the caches.
-
-        Args:
-            decoder_tokens: (B, T) ids at those positions (T = 1 for one step).
-            cache_index: scalar int, position of `decoder_tokens[:, 0]`.
-            self_caches: per-layer (B, 2, H, L, D) from `init_cache` or the last step.
-            cross_caches: per-layer (B, 2, H, S, D) from `init_cache`.
-            encoder_padding_mask: (B, S) booleans from `encode`.
-
-        Returns:
-            `(logits, self_caches)`: (B, T, V) float32 logits and the updated caches.
-        """
-        layers = self.transformer_layers
-        x = layers.target_embedding(decoder_tokens)
-        x = layers.target_positions(x, start_index=cache_index)
-        updated = []
-        for block, self_cache, cross_cache in zip(layers.decoder_blocks, self_caches, cross_caches):
-            x, self_cache = block(
-                x,
-                encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=self_cache,
-                cross_attention_cache=cross_cache,
-                cache_index=cache_index,
-            )
-            updated.append(self_cache)
-        return _project(layers, x), tuple(updated)
 
     # One token per step, for the searches ---------------------------------------
 
@@ -282,7 +231,7 @@ class Seq2SeqTransformer(keras.Model):
         )
 
     def decode_token(self, tokens, index, cache, state, return_cross_attention=False):
-        """Decodes one token per row at position `index`, as `decode_step` does.
+        """Decodes one token per row at position `index`, as the full pass does there.
 
         Args:
             tokens: (B,) int32 ids at position `index`.

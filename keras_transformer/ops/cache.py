@@ -1,4 +1,5 @@
-"""Writing into key/value caches (preallocated or growing) with core TensorFlow ops only.
+"""Writing into a search's key/value caches (preallocated or growing) with core
+TensorFlow ops only.
 
 Shape notation: B batch, L cache length, T new positions, H heads, D head size.
 
@@ -9,29 +10,6 @@ compiles it too (strided-slice updates need a compile-time index under XLA).
 """
 
 import tensorflow as tf
-
-
-def update_cache(cache, update, index):
-    """Writes `update` into `cache` at positions index .. index + T - 1 of axis 3.
-
-    Args:
-        cache: (B, 2, H, L, D) keys and values.
-        update: (B, 2, H, T, D) the new positions' keys and values.
-        index: scalar int, first position written.
-
-    Returns:
-        The updated (B, 2, H, L, D) cache (shapes unchanged).
-    """
-    shape = tf.shape(update)
-    batch, pair, head, positions = tf.meshgrid(
-        tf.range(shape[0]),
-        tf.range(shape[1]),
-        tf.range(shape[2]),
-        tf.cast(index, tf.int32) + tf.range(shape[3]),
-        indexing="ij",
-    )
-    indices = tf.stack([batch, pair, head, positions], axis=-1)  # (B, 2, H, T, 4)
-    return tf.tensor_scatter_nd_update(cache, indices, tf.cast(update, cache.dtype))
 
 
 # The caches of a search -----------------------------------------------------------
@@ -117,21 +95,3 @@ def growing_shape(cache):
     """The `tf.while_loop` shape invariant of a growing (2, B, H, T, D) cache."""
     shape = cache.shape.as_list()
     return tf.TensorShape(shape[:1] + [None] + shape[2:3] + [None] + shape[4:])
-
-
-def loop_shape_invariants(loop_vars, caches):
-    """Shape invariants of `tf.while_loop` whose loop variables include growing caches.
-
-    Args:
-        loop_vars: the loop variables, a tuple.
-        caches: the positions in `loop_vars` that hold growing caches (tuples of them).
-
-    Returns:
-        A tuple like `loop_vars`: each variable's own shape, the caches' lengths free.
-    """
-    return tuple(
-        tf.nest.map_structure(growing_shape, value) if position in caches
-        else tf.nest.map_structure(lambda tensor: tensor.shape, value)
-        for position, value in enumerate(loop_vars)
-    )
-

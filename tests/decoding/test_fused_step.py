@@ -1,5 +1,6 @@
 """The search's one-token step (fused kernels, per-layer caches, prepared masks) against
-the layers' own cached path, and the checkpoint layout it must not change."""
+the layers' own cached path (`reference_decoding`), and the checkpoint layout it must
+not change."""
 
 import numpy as np
 import keras
@@ -7,9 +8,11 @@ import pytest
 
 from keras_transformer.constants import BOS_ID
 from keras_transformer.decoding import SequenceSearch
-from keras_transformer.decoding.search import next_token_log_probs
+from keras_transformer.decoding.loop import next_token_log_probs
 from keras_transformer.layers import MultiHeadSelfAttention
 from keras_transformer.models import build_transformer
+from reference_decoding import decode_step
+from reference_decoding import init_cache
 
 # Weights of a 1+1-layer tiny model as saved before the fused decoding step (issue 18,
 # listed from commit 6f5a13a): .weights.h5 checkpoints are read by these paths.
@@ -108,11 +111,11 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
     target = _tokens(rng, 2, 6, model.config.target_vocab_size)
     encoder_outputs, encoder_mask = model.encode(source)
     # The layers' path: separate query/key/value projections, per-layer caches.
-    self_caches, cross_caches = model.init_cache(encoder_outputs, max_length=8)
+    self_caches, cross_caches = init_cache(model, encoder_outputs, max_length=8)
     cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8, grow=grow)
     for index in range(6):
-        expected, self_caches = model.decode_step(
-            target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
+        expected, self_caches = decode_step(
+            model, target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
         )
         logits, cache = model.decode_token(target[:, index], index, cache, state)
         np.testing.assert_allclose(logits, np.asarray(expected)[:, 0], atol=1e-5)

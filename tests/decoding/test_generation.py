@@ -9,8 +9,9 @@ import tensorflow as tf
 from keras_transformer import build_language_model
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import UNK_ID
+from bench.uncached import UncachedGenerator
 from keras_transformer.decoding import Generator
-from keras_transformer.decoding.search import next_token_log_probs
+from keras_transformer.decoding.loop import next_token_log_probs
 
 VOCAB = 20
 NEVER = 10**6  # an end token outside the vocabulary: rows run to their limit
@@ -27,7 +28,7 @@ def model():
 def generators(model):
     return {
         "cached": Generator(model, eos_id=NEVER),
-        "uncached": Generator(model, cached=False, eos_id=NEVER),
+        "uncached": UncachedGenerator(model, eos_id=NEVER),
     }
 
 
@@ -152,7 +153,7 @@ def test_max_length_beyond_the_positional_table_is_a_clear_error(model):
     with pytest.raises(ValueError, match="max_length"):
         Generator(model, max_length=model.config.max_length + 1)
     with pytest.raises(ValueError, match="jit_compile"):
-        Generator(model, cached=False, jit_compile=True)
+        UncachedGenerator(model, jit_compile=True)
 
 
 @pytest.mark.parametrize("candidates", [1, 3, 5, 10])

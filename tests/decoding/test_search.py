@@ -3,8 +3,9 @@ import keras
 import pytest
 
 from keras_transformer.constants import BOS_ID, EOS_ID
-from keras_transformer.decoding import SequenceSearch, make_uncached_greedy, score_sequences
-from keras_transformer.decoding.search import coverage_penalty
+from bench.uncached import make_uncached_greedy
+from keras_transformer.decoding import SequenceSearch, score_sequences
+from keras_transformer.decoding.strategies import coverage_penalty
 from keras_transformer.models import build_transformer
 
 VOCAB = 16

@@ -4,7 +4,8 @@ import numpy as np
 import keras
 import pytest
 
-from keras_transformer.decoding import SequenceSearch, make_uncached_greedy
+from bench.uncached import make_uncached_greedy
+from keras_transformer.decoding import SequenceSearch
 from keras_transformer.layers import MultiHeadSelfAttention
 from keras_transformer.models import build_transformer
 from keras_transformer.ops.masks import compute_attention_mask

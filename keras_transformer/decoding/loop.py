@@ -1,0 +1,164 @@
+"""The one decoding loop: a `tf.while_loop` over the one-token step, driven by a strategy.
+
+Shape notation: B batch, R rows the step runs (B, or B·K for a beam of width K),
+L output positions, V vocabulary, S source length.
+
+As OpenNMT-tf's `dynamic_decode` takes a decoding strategy and a sampler, `decode`
+runs any step function (`Seq2SeqTransformer.decode_token` or
+`LanguageModel.decode_token`, bound to what `start_decoding` prepared) under a
+strategy (`keras_transformer.decoding.strategies`: `GreedySearch` with a sampler
+from `keras_transformer.decoding.samplers`, or `BeamSearch`). The loop owns what
+every strategy shares: the step, the next-token log-probabilities (padding and the
+start token never chosen), the cache (reordered when a beam moves hypotheses) and
+the stop rule (all rows done, or L steps). The strategy owns the choice of tokens
+and what it keeps; it returns its own results.
+
+Without XLA the caches may grow by a position per step: the loop then gives them
+free lengths (`cache_shape`, `keras_transformer/ops/cache.py`'s `growing_shape`).
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.constants import BOS_ID
+from keras_transformer.constants import PAD_ID
+from keras_transformer.ops.cache import BATCH_AXIS
+
+# "Minus infinity" for scores: finite, so sums and differences never give NaN.
+NEG_INF = -1e9
+
+
+def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
+    """Log-probabilities of the next token, never choosing padding or the start token.
+
+    Args:
+        logits: (..., V) float logits.
+
+    Returns:
+        (..., V) float32 log-probabilities, with PAD and BOS at about `NEG_INF`.
+    """
+    logits = tf.cast(logits, tf.float32)
+    vocab_size = logits.shape[-1]
+    if vocab_size is None:
+        vocab_size = tf.shape(logits)[-1]
+        banned = tf.logical_or(
+            tf.equal(tf.range(vocab_size), pad_id), tf.equal(tf.range(vocab_size), bos_id)
+        )
+        logits = tf.where(banned, tf.constant(NEG_INF, tf.float32), logits)
+    else:
+        # A known vocabulary: one constant row and an add per step instead of five ops.
+        banned = np.zeros(vocab_size, np.float32)
+        banned[[pad_id, bos_id]] = NEG_INF
+        logits = logits + banned
+    return tf.nn.log_softmax(logits, axis=-1)
+
+
+def ban_tokens(log_probs, token_ids):
+    """(R, V) log-probabilities with `token_ids` set to about `NEG_INF` (not renormalised)."""
+    for token_id in token_ids:
+        banned = tf.equal(tf.range(tf.shape(log_probs)[-1]), token_id)
+        log_probs = tf.where(banned, tf.constant(NEG_INF, log_probs.dtype), log_probs)
+    return log_probs
+
+
+def strip_end(tokens, eos_id, where=None):
+    """Replaces EOS and everything after it by PAD; returns (tokens, lengths).
+
+    `where`: optional booleans like `tokens`, True where an EOS counts (elsewhere
+    it is kept as a token, as in a prompt).
+    """
+    ends = tf.equal(tokens, eos_id)
+    if where is not None:
+        ends &= where
+    ended = tf.cumsum(tf.cast(ends, tf.int32), axis=-1) > 0
+    tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=-1)
+    return tokens, lengths
+
+
+def longest(lengths):
+    """The largest of the int32 `lengths` (any shape); 0 when there are none.
+
+    `tf.reduce_max` of no values is the dtype's minimum, which as a length makes
+    an empty batch fail (`tf.range`, `tf.zeros`) instead of giving empty results.
+    """
+    return tf.maximum(tf.reduce_max(lengths), 0)
+
+
+@dataclasses.dataclass
+class Rows:
+    """What a strategy is told about the batch it decodes.
+
+    Attributes:
+        start_tokens: (B,) int32, the token fed at the first step.
+        limits: (B,) int32, the most output tokens each row may produce.
+        length: L, the output positions kept (a scalar int or tensor; also the most
+            steps the loop runs).
+        prompts: optional (B, L) int32 tokens to force: row b's output position i
+            is `prompts[b, i]` while i < `prompt_lengths[b]`, whatever the step
+            predicts (the language model's prompt after its first token).
+        prompt_lengths: (B,) int32 forced positions of each row (with `prompts`).
+        source_mask: optional (B, S) booleans, True for real source tokens (beam
+            search's coverage penalty reads it).
+    """
+
+    start_tokens: object
+    limits: object
+    length: object
+    prompts: object = None
+    prompt_lengths: object = None
+    source_mask: object = None
+
+
+def decode(step, strategy, rows, cache, cache_shape=None, bos_id=BOS_ID, banned=()):
+    """Runs `strategy` over `step` until every row is done or L steps have run.
+
+    Args:
+        step: `step(tokens, index, cache, **kwargs) -> (logits, cache)`: (R,) int32
+            tokens at position `index` → (R, V) logits of the next token and the
+            updated cache; called with `return_cross_attention=True` when the
+            strategy wants the (R, S) cross-attention, and then also returns it.
+        strategy: a `GreedySearch` or `BeamSearch`.
+        rows: the batch's `Rows`.
+        cache: the step's cache (any nest of tensors whose axis `BATCH_AXIS` is R),
+            from `start_decoding`.
+        cache_shape: None for a cache of fixed shape; for one that changes shape from
+            step to step, a function from each cache tensor to its `tf.while_loop`
+            shape invariant (`growing_shape` for a growing key/value cache).
+        bos_id: the start token, never chosen (as padding).
+        banned: more token ids never chosen, e.g. the unknown piece for generation.
+
+    Returns:
+        The strategy's results (`strategy.finish`).
+    """
+    current, state = strategy.start(rows)
+    wants_attention = strategy.wants_attention
+
+    def condition(index, current, cache, state):
+        return tf.logical_not(strategy.all_done(state))
+
+    def body(index, current, cache, state):
+        if wants_attention:
+            logits, cache, attention = step(current, index, cache, return_cross_attention=True)
+        else:
+            (logits, cache), attention = step(current, index, cache), None
+        log_probs = ban_tokens(next_token_log_probs(logits, bos_id=bos_id), banned)
+        current, state, parents = strategy.step(index, log_probs, state, attention)
+        if parents is not None:  # (R,) row each new row continues
+            cache = tf.nest.map_structure(
+                lambda tensor: tf.gather(tensor, parents, axis=BATCH_AXIS), cache
+            )
+        return index + 1, current, cache, state
+
+    loop_vars = (tf.constant(0), current, cache, state)
+    shapes = None
+    if cache_shape is not None:
+        fixed = lambda value: tf.nest.map_structure(lambda t: t.shape, value)  # noqa: E731
+        shapes = (fixed(loop_vars[0]), fixed(current),
+                  tf.nest.map_structure(cache_shape, cache), fixed(state))
+    _, _, _, state = tf.while_loop(
+        condition, body, loop_vars, shape_invariants=shapes, maximum_iterations=rows.length
+    )
+    return strategy.finish(state)
