@@ -7,8 +7,10 @@ other module builds a path inside a run. A run trains one task (`RunDir.task`):
 a config.json without "task" is a translation run from before tasks. The layout:
 
     config.json              {"format_version", "task" (absent: "translate"), "preset",
-                              "model": TransformerConfig fields (lm, classify: both
-                                       vocabulary sizes are the tokenizer's),
+                              "model": the `BackboneConfig` (`to_dict`): a translator's
+                                       has an encoder and a decoder, an lm's a decoder,
+                                       a classifier's an encoder, each stack's
+                                       vocab_size the tokenizer's,
                               "data": corpus, split and tokenizer settings,
                               "training": TrainingConfig fields, "device": what was in effect}
     splits/{train,validation,test}.tsv   the split used, one example a line
@@ -741,27 +743,23 @@ def task_of(config):
 def build_run_model(config):
     """The model of a run's parsed config.json, freshly initialised.
 
-    "translate": `Seq2SeqTransformer(model)`; "lm": `build_language_model(model,
-    vocab_size=data.vocab_size)`; "classify": `build_classifier(model,
-    vocab_size=data.vocab_size, num_classes=data.num_classes)`, where `model` is the
-    stored `TransformerConfig`.
+    "translate": `Seq2SeqTransformer(model)`; "lm": `LanguageModel(model)`;
+    "classify": `EncoderClassifier(model, num_classes=data.num_classes)`, where
+    `model` is the stored `BackboneConfig`.
     """
-    from keras_transformer.models.config import TransformerConfig
-
-    model_config = TransformerConfig.from_dict(config["model"])
+    model_config = config["model"]
     task = task_of(config)
     if task == "translate":
         from keras_transformer.models.transformer import Seq2SeqTransformer
 
         return Seq2SeqTransformer(model_config)
-    data = config["data"]
     if task == "lm":
-        from keras_transformer.models.language_model import build_language_model
+        from keras_transformer.models.language_model import LanguageModel
 
-        return build_language_model(model_config, vocab_size=data["vocab_size"])
-    from keras_transformer.models.classifier import build_classifier
+        return LanguageModel(model_config)
+    from keras_transformer.models.classifier import EncoderClassifier
 
-    return build_classifier(model_config, vocab_size=data["vocab_size"], num_classes=data["num_classes"])
+    return EncoderClassifier(model_config, num_classes=config["data"]["num_classes"])
 
 
 def load_run(run_dir, weights=None, task=None, command=None):

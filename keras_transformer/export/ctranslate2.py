@@ -75,7 +75,7 @@ def _activation_name(function):
 
 def check_representable(model):
     """Raises `ValueError` (one line) unless CTranslate2's TransformerSpec can run `model`."""
-    layers = model.transformer_layers
+    layers = model.backbone
     blocks = layers.encoder_blocks + layers.decoder_blocks
     windows = sorted({block.window for block in blocks if block.window is not None})
     if windows:
@@ -83,11 +83,11 @@ def check_representable(model):
             f"CTranslate2 cannot represent a local attention window (this model's: "
             f"{', '.join(map(str, windows))}); export it as a SavedModel instead."
         )
-    normalizations = {block.normalize for block in blocks} - {"softmax"}
-    if normalizations:
+    attention_activations = {block.attention_activation for block in blocks} - {"softmax"}
+    if attention_activations:
         raise ValueError(
-            f"CTranslate2 cannot represent {'/'.join(sorted(normalizations))}-normalised "
-            "attention (softmax only); export it as a SavedModel instead."
+            f"CTranslate2 cannot represent {'/'.join(sorted(attention_activations))} attention "
+            "(softmax only); export it as a SavedModel instead."
         )
     activations = {_activation_name(block.activation) for block in blocks}
     unknown = sorted(activations - set(_ACTIVATIONS))
@@ -170,7 +170,7 @@ def transformer_spec(model, source_pieces, target_pieces):
     """
     ctranslate2 = import_ctranslate2()
     check_representable(model)
-    layers = model.transformer_layers
+    layers = model.backbone
     first = layers.encoder_blocks[0]
     spec = ctranslate2.specs.TransformerSpec.from_config(
         (len(layers.encoder_blocks), len(layers.decoder_blocks)),
@@ -257,7 +257,7 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
         "target_language": data.get("target_language"),
         "source_prefix": run.source_tokenizer.prefix,
         "max_source_length": run.max_source_length,
-        "max_length": int(run.model.transformer_layers.target_positions.max_length),
+        "max_length": int(run.model.backbone.target_positions.max_length),
         "pad_piece": sentencepiece_pieces(target_path)[PAD_ID],
         "decoding": {"beam_width": DEFAULT_BEAM_WIDTH, "alpha": DEFAULT_ALPHA,
                      "coverage": DEFAULT_COVERAGE},

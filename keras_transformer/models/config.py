@@ -197,6 +197,15 @@ class BackboneConfig:
     def from_json(cls, text):
         return cls.from_dict(json.loads(text))
 
+    def setting(self, name):
+        """The value of a field or of a flat `STACK_SETTINGS` name (of the first stack
+        it sets that the backbone has)."""
+        if name not in STACK_SETTINGS:
+            return getattr(self, name)
+        stack_names, field = STACK_SETTINGS[name]
+        stacks = [getattr(self, stack) for stack in stack_names if getattr(self, stack) is not None]
+        return getattr(stacks[0], field) if stacks else None
+
     def replace(self, **changes):
         """A copy with `changes`: fields, or the flat `SETTINGS` of the stacks."""
         stack_changes = {"encoder": {}, "decoder": {}}
@@ -206,6 +215,8 @@ class BackboneConfig:
                 fields[name] = value
                 continue
             stack_names, field = STACK_SETTINGS[name]
+            if len(stack_names) > 1:  # every stack the backbone has
+                stack_names = [stack for stack in stack_names if getattr(self, stack) is not None]
             for stack_name in stack_names:
                 if getattr(self, stack_name) is None:
                     raise ValueError(
@@ -227,8 +238,11 @@ class BackboneConfig:
 
 
 # Flat names of the stacks' fields, so that presets, `replace` and the command line's flags
-# set them in one word: name → (the stacks it sets, the `StackConfig` field).
+# set them in one word: name → (the stacks it sets, the `StackConfig` field). A name of
+# both stacks sets every stack the backbone has.
 STACK_SETTINGS = {
+    "vocab_size": (("encoder", "decoder"), "vocab_size"),
+    "window": (("encoder", "decoder"), "window"),
     "num_encoder_layers": (("encoder",), "num_layers"),
     "num_decoder_layers": (("decoder",), "num_layers"),
     "source_vocab_size": (("encoder",), "vocab_size"),

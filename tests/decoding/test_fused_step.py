@@ -94,7 +94,7 @@ def test_earlier_weights_file_loads_and_decodes_alike(tmp_path):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"norm_first": True}, {"window": 2}, {"normalize": "relu"}, {"activation": "silu"},
+    [{}, {"norm_first": True}, {"window": 2}, {"attention_activation": "relu"}, {"activation": "silu"},
      {"share_vocabulary": True, "source_vocab_size": 50}, {"tie_output_embedding": False}],
 )
 @pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
