@@ -75,9 +75,12 @@ class TransformerBackbone(keras.Model):
     Inputs: a dict with "encoder_tokens" (B, S) int32 when there is an encoder
     and "decoder_tokens" (B, T) int32 when there is a decoder; 0 is padding.
 
-    Outputs: a dict with, for an encoder, "encoder_sequence_output" (B, S, M) and
-    "encoder_padding_mask" (B, S) booleans (True for real tokens), and for a
-    decoder "decoder_sequence_output" (B, T, M).
+    Outputs: a dict of the last stack's: with a decoder, "decoder_sequence_output"
+    (B, T, M); an encoder alone, "encoder_sequence_output" (B, S, M) and
+    "encoder_padding_mask" (B, S) booleans (True for real tokens). An
+    encoder–decoder's encoder output is `encode`'s, as decoding reads it; left out
+    of the outputs, the graph orders the layers (and so the weights) as the
+    checkpoints of `tests/decoding/test_fused_step.py` list them.
 
     The layers are attributes, for the heads and for decoding one token at a
     time: `source_embedding`, `source_positions`, `encoder_blocks`,
@@ -126,7 +129,9 @@ class TransformerBackbone(keras.Model):
         # The layers first (as KerasHub's backbones), so that the functional graph below
         # is built by `encode` and `decode`, the very code decoding runs.
         self.config = config
+        # Assigned in the order of the graph's layers, which `weights` follows.
         self.source_embedding = source_embedding
+        self.target_embedding = target_embedding
         self.source_mask = PaddingMask(name="encoder_padding_mask") if has_encoder else None
         self.source_positions = _positions(config, "source_positions") if has_encoder else None
         self.source_dropout = (
@@ -140,7 +145,6 @@ class TransformerBackbone(keras.Model):
         self.encoder_output_norm = (
             _output_norm(config, "encoder_output_norm") if has_encoder else None
         )
-        self.target_embedding = target_embedding
         self.target_mask = PaddingMask(name="decoder_padding_mask") if has_decoder else None
         self.target_positions = _positions(config, "target_positions") if has_decoder else None
         self.target_dropout = (
@@ -166,8 +170,9 @@ class TransformerBackbone(keras.Model):
                 shape=(None,), dtype="int32", name="encoder_tokens"
             )
             encoder_outputs, encoder_mask = self.encode(inputs["encoder_tokens"])
-            outputs["encoder_sequence_output"] = encoder_outputs
-            outputs["encoder_padding_mask"] = encoder_mask
+            if not has_decoder:
+                outputs["encoder_sequence_output"] = encoder_outputs
+                outputs["encoder_padding_mask"] = encoder_mask
         if has_decoder:
             inputs["decoder_tokens"] = keras.Input(
                 shape=(None,), dtype="int32", name="decoder_tokens"

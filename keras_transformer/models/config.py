@@ -209,6 +209,7 @@ class BackboneConfig:
     def replace(self, **changes):
         """A copy with `changes`: fields, or the flat `SETTINGS` of the stacks."""
         stack_changes = {"encoder": {}, "decoder": {}}
+        given = {"encoder": [], "decoder": []}  # the settings' names, for errors
         fields = {}
         for name, value in changes.items():
             if name not in STACK_SETTINGS:
@@ -224,16 +225,21 @@ class BackboneConfig:
                         f"{self.shape} (no {stack_name})."
                     )
                 stack_changes[stack_name][field] = value
+                given[stack_name].append(f"`{name}`")
         unknown = sorted(set(fields) - {field.name for field in dataclasses.fields(self)})
         if unknown:
             raise ValueError(
                 f"Unknown BackboneConfig settings {unknown}; accepted: {sorted(SETTINGS)}."
             )
-        stacks = {
-            name: dataclasses.replace(getattr(self, name), **values)
-            for name, values in stack_changes.items()
-            if values
-        }
+        stacks = {}
+        for stack_name, values in stack_changes.items():
+            if values:
+                try:
+                    stacks[stack_name] = dataclasses.replace(getattr(self, stack_name), **values)
+                except ValueError as error:
+                    raise ValueError(
+                        f"{', '.join(given[stack_name])} (the {stack_name}'s): {error}"
+                    ) from None
         return dataclasses.replace(self, **{**stacks, **fields})
 
 
