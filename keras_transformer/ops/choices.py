@@ -1,6 +1,6 @@
 """The accepted values of the model's string options.
 
-Plain tuples with no Keras or TensorFlow import, so that `TransformerConfig` and
+Plain tuples with no Keras or TensorFlow import, so that `BackboneConfig` and
 the command line can validate and list them without loading either.
 """
 
