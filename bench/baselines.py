@@ -118,7 +118,7 @@ def _positional_encoding(length, depth):
 
 
 def tutorial_transformer(config):
-    """The tutorial's `Transformer` at the sizes of a `TransformerConfig`."""
+    """The tutorial's `Transformer` at the sizes of a encoder–decoder `BackboneConfig`."""
     import keras
     import tensorflow as tf
 
@@ -255,20 +255,20 @@ def tutorial_transformer(config):
                 pass
             return logits
 
-    if config.num_encoder_layers != config.num_decoder_layers:
+    if config.encoder.num_layers != config.decoder.num_layers:
         raise ValueError("The tutorial's model has as many encoder as decoder layers.")
     return Transformer(
-        num_layers=config.num_encoder_layers, d_model=config.d_model,
-        num_heads=config.num_heads, dff=config.d_ff,
-        input_vocab_size=config.source_vocab_size,
-        target_vocab_size=config.target_vocab_size, dropout_rate=config.dropout)
+        num_layers=config.encoder.num_layers, d_model=config.d_model,
+        num_heads=config.num_heads, dff=config.intermediate_dim,
+        input_vocab_size=config.encoder.vocab_size,
+        target_vocab_size=config.decoder.vocab_size, dropout_rate=config.dropout)
 
 
 # -------------------------------------------------------------------- KerasHub model
 
 
 def kerashub_transformer(config, sequence_length):
-    """An encoder-decoder from KerasHub's layers at the sizes of a `TransformerConfig`.
+    """An encoder-decoder from KerasHub's layers at the sizes of a encoder–decoder `BackboneConfig`.
 
     Raises:
         ImportError: when keras-hub is not installed.
@@ -281,18 +281,18 @@ def kerashub_transformer(config, sequence_length):
     encoder_mask = keras.ops.not_equal(encoder_tokens, 0)
     decoder_mask = keras.ops.not_equal(decoder_tokens, 0)
     x = keras_hub.layers.TokenAndPositionEmbedding(
-        config.source_vocab_size, sequence_length, config.d_model)(encoder_tokens)
-    for _ in range(config.num_encoder_layers):
+        config.encoder.vocab_size, sequence_length, config.d_model)(encoder_tokens)
+    for _ in range(config.encoder.num_layers):
         x = keras_hub.layers.TransformerEncoder(
-            intermediate_dim=config.d_ff, num_heads=config.num_heads,
+            intermediate_dim=config.intermediate_dim, num_heads=config.num_heads,
             dropout=config.dropout)(x, padding_mask=encoder_mask)
     y = keras_hub.layers.TokenAndPositionEmbedding(
-        config.target_vocab_size, sequence_length, config.d_model)(decoder_tokens)
-    for _ in range(config.num_decoder_layers):
+        config.decoder.vocab_size, sequence_length, config.d_model)(decoder_tokens)
+    for _ in range(config.decoder.num_layers):
         y = keras_hub.layers.TransformerDecoder(
-            intermediate_dim=config.d_ff, num_heads=config.num_heads,
+            intermediate_dim=config.intermediate_dim, num_heads=config.num_heads,
             dropout=config.dropout)(
             y, x, decoder_padding_mask=decoder_mask, encoder_padding_mask=encoder_mask)
-    logits = keras.layers.Dense(config.target_vocab_size, dtype="float32")(y)
+    logits = keras.layers.Dense(config.decoder.vocab_size, dtype="float32")(y)
     return keras.Model({"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
                        logits, name="kerashub_transformer")

@@ -3,7 +3,7 @@
 Three designs train on the same data (the bundled cmn.txt, zh→en, the training
 part of `split_pairs(seed=0)`, tokenized by SentencePiece models trained once here
 with `train_tokenizers` at their default sizes, the same token ids for all) at the
-same model sizes (the preset's layers, d_model, heads, d_ff, dropout), with the
+same model sizes (the preset's layers, d_model, heads, intermediate_dim, dropout), with the
 same optimizer (Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule):
 
 - ours: `Seq2SeqTransformer` + our length-bucketed, token-budgeted pipeline
@@ -34,7 +34,7 @@ all designs alike), and each batch counts at its fastest round (load only ever
 adds time). Tokens/s = Σ non-padding labels / Σ step seconds.
 
 Model FLOPs (counted, not profiled), per example with padded lengths S, T,
-d = d_model, f = d_ff, V = target vocabulary, forward pass (a matmul of
+d = d_model, f = intermediate_dim, V = target vocabulary, forward pass (a matmul of
 m×k by k×n is 2mkn FLOPs):
 
     encoder layer   2·S·(4d² + 2df) + 4·S²·d              (QKVO, FFN; QKᵀ and AV)
@@ -118,12 +118,12 @@ def corpus_and_tokenizers():
 
 def forward_flops(config, source_length, target_length):
     """Forward-pass matmul FLOPs of one example (see the module docstring)."""
-    d, f, s, t = config.d_model, config.d_ff, source_length, target_length
+    d, f, s, t = config.d_model, config.intermediate_dim, source_length, target_length
     encoder = 2 * s * (4 * d * d + 2 * d * f) + 4 * s * s * d
     decoder = (2 * t * (6 * d * d + 2 * d * f) + 2 * s * 2 * d * d
                + 4 * t * t * d + 4 * t * s * d)
-    output = 2 * t * d * config.target_vocab_size
-    return config.num_encoder_layers * encoder + config.num_decoder_layers * decoder + output
+    output = 2 * t * d * config.decoder.vocab_size
+    return config.encoder.num_layers * encoder + config.decoder.num_layers * decoder + output
 
 
 def batch_flops(config, features, labels):

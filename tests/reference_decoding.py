@@ -111,7 +111,7 @@ def init_cache(model, encoder_outputs, max_length):
     """
     batch_size = ops.shape(encoder_outputs)[0]
     head_dim = model.config.d_model // model.config.num_heads
-    blocks = model.transformer_layers.decoder_blocks
+    blocks = model.backbone.decoder_blocks
     shape = (batch_size, 2, model.config.num_heads, max_length, head_dim)
     self_caches = tuple(ops.zeros(shape, dtype=block.compute_dtype) for block in blocks)
     cross_caches = tuple(block.compute_cross_attention_cache(encoder_outputs) for block in blocks)
@@ -125,7 +125,7 @@ def decode_step(model, decoder_tokens, cache_index, self_caches, cross_caches,
     Returns:
         `(logits, self_caches)`: (B, T, V) float32 logits and the updated caches.
     """
-    layers = model.transformer_layers
+    layers = model.backbone
     x = layers.target_embedding(decoder_tokens)
     x = layers.target_positions(x, start_index=cache_index)
     updated = []

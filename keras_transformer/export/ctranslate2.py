@@ -72,7 +72,7 @@ def _activation_name(function):
 
 def check_representable(model):
     """Raises `ValueError` (one line) unless CTranslate2's TransformerSpec can run `model`."""
-    layers = model.transformer_layers
+    layers = model.backbone
     blocks = layers.encoder_blocks + layers.decoder_blocks
     windows = sorted({block.window for block in blocks if block.window is not None})
     if windows:
@@ -80,11 +80,11 @@ def check_representable(model):
             f"CTranslate2 cannot represent a local attention window (this model's: "
             f"{', '.join(map(str, windows))}); export it as a SavedModel instead."
         )
-    normalizations = {block.normalize for block in blocks} - {"softmax"}
-    if normalizations:
+    attention_activations = {block.attention_activation for block in blocks} - {"softmax"}
+    if attention_activations:
         raise ValueError(
-            f"CTranslate2 cannot represent {'/'.join(sorted(normalizations))}-normalised "
-            "attention (softmax only); export it as a SavedModel instead."
+            f"CTranslate2 cannot represent {'/'.join(sorted(attention_activations))} attention "
+            "(softmax only); export it as a SavedModel instead."
         )
     activations = {_activation_name(block.activation) for block in blocks}
     unknown = sorted(activations - set(_ACTIVATIONS))
@@ -173,7 +173,7 @@ def transformer_spec(model, source_pieces, target_pieces, source_positions=None)
     """
     ctranslate2 = import_ctranslate2()
     check_representable(model)
-    layers = model.transformer_layers
+    layers = model.backbone
     first = layers.encoder_blocks[0]
     spec = ctranslate2.specs.TransformerSpec.from_config(
         (len(layers.encoder_blocks), len(layers.decoder_blocks)),
@@ -244,7 +244,7 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
     if os.path.exists(output_dir) and not overwrite:
         raise FileExistsError(f"{output_dir} already exists; pass --overwrite to replace it.")
     source_path, target_path = run_folder.tokenizer_files()
-    positions = run.model.transformer_layers.source_positions
+    positions = run.model.backbone.source_positions
     source_table = positions.max_length
     if positions.kind != "learned":
         source_table = max(run.max_source_length, positions.max_length)
@@ -267,7 +267,7 @@ def convert_run(run, run_folder, output_dir, quantization="int8", overwrite=Fals
         "source_prefix": run.source_tokenizer.prefix,
         # Beyond its position table CTranslate2 would crash: the source is cut there.
         "max_source_length": min(run.max_source_length, source_table),
-        "max_length": int(run.model.transformer_layers.target_positions.max_length),
+        "max_length": int(run.model.backbone.target_positions.max_length),
         "model": run.config["model"],
     }
     with open(os.path.join(output_dir, MANIFEST_FILE), "w", encoding="utf-8") as file:

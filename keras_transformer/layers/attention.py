@@ -14,7 +14,7 @@ from keras_transformer.layers.head_projection import HeadProjection
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.quantization import float_kernel
 from keras_transformer.ops import checks
-from keras_transformer.ops.attention import NORMALIZATIONS
+from keras_transformer.ops.attention import ATTENTION_ACTIVATIONS
 from keras_transformer.ops.attention import attend_one_query
 from keras_transformer.ops.attention import scaled_dot_product_attention
 from keras_transformer.ops.masks import compute_attention_mask
@@ -38,8 +38,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         causal: if True, position i attends only to positions <= i.
         window: optional int w: position i attends only to |i - j| <= w (local
             attention). Meant for self-attention.
-        normalize: "softmax" (the paper) or "relu" (ReLU(scores) divided by the
-            number of keys the query may see).
+        attention_activation: the function that turns the scores Q Kᵀ / √D into
+            weights: "softmax" (the paper) or "relu" (ReLU(scores) divided by the
+            number of keys the query may see). An activation over the scores, not a
+            layer normalization (those are the blocks' `norm_first` and
+            `layer_norm_epsilon`).
         kernel_initializer: initializer of the projection kernels; each
             projection gets its own copy (`clone_initializer`), so they start apart.
         bias_initializer: initializer of the projection biases.
@@ -78,7 +81,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         use_bias=True,
         causal=False,
         window=None,
-        normalize="softmax",
+        attention_activation="softmax",
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -90,7 +93,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.use_bias = bool(use_bias)
         self.causal = bool(causal)
         self.window = checks.check_optional_positive_int("window", window)
-        self.normalize = checks.check_choice("normalize", normalize, NORMALIZATIONS)
+        self.attention_activation = checks.check_choice(
+            "attention_activation", attention_activation, ATTENTION_ACTIVATIONS
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -248,7 +253,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             (B, M) outputs; with `return_weights`, `(outputs, attention_weights)`.
         """
         attended, attention_weights = attend_one_query(
-            query, keys, values, mask, self.normalize, return_weights=True
+            query, keys, values, mask, self.attention_activation, return_weights=True
         )  # (B, H, 1, D), (B, H, 1, L)
         outputs = tf.matmul(
             tf.reshape(tf.cast(attended, self.compute_dtype), (-1, self.num_heads * self.head_dim)),
@@ -299,7 +304,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             key_heads,
             value_heads,
             mask=mask,
-            normalize=self.normalize,
+            attention_activation=self.attention_activation,
             dropout_layer=self.dropout_layer if self.dropout > 0 else None,
             training=training,
         )
@@ -341,7 +346,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "causal": self.causal,
                 "window": self.window,
-                "normalize": self.normalize,
+                "attention_activation": self.attention_activation,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }

@@ -12,7 +12,7 @@ from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.layers.normalization import LayerNormalization
 from keras_transformer.ops import checks
-from keras_transformer.ops.choices import NORMALIZATIONS
+from keras_transformer.ops.choices import ATTENTION_ACTIVATIONS
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -20,18 +20,19 @@ class TransformerBlock(keras.layers.Layer):
 
     Args:
         num_heads: attention heads.
-        inner_dim: width of the feed-forward layer (d_ff).
+        intermediate_dim: F, width of the feed-forward hidden layer.
         dropout: dropout on each sub-layer's output before the residual add (the
             paper's only dropout inside a block).
         attention_dropout: dropout on the attention weights.
-        activation_dropout: dropout on the feed-forward hidden layer (B, T, d_ff);
+        activation_dropout: dropout on the feed-forward hidden layer (B, T, F);
             off by default, as in the paper, which also spares a training step
             drawing a random mask that size.
         activation: feed-forward activation.
         norm_first: pre-LN when True, the paper's post-LN when False.
         layer_norm_epsilon: epsilon of every LayerNormalization.
         window: optional local-attention window for self-attention.
-        normalize: "softmax" or "relu" normalisation of the attention scores.
+        attention_activation: "softmax" or "relu": the function that turns attention
+            scores into weights (`MultiHeadSelfAttention`); not a layer normalization.
         kernel_initializer: initializer of every kernel; each sub-layer gets its
             own copy (`clone_initializer`).
         **kwargs: `keras.layers.Layer` arguments.
@@ -40,7 +41,7 @@ class TransformerBlock(keras.layers.Layer):
     def __init__(
         self,
         num_heads,
-        inner_dim,
+        intermediate_dim,
         dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
@@ -48,13 +49,13 @@ class TransformerBlock(keras.layers.Layer):
         norm_first=False,
         layer_norm_epsilon=1e-6,
         window=None,
-        normalize="softmax",
+        attention_activation="softmax",
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = checks.check_positive_int("num_heads", num_heads)
-        self.inner_dim = checks.check_positive_int("inner_dim", inner_dim)
+        self.intermediate_dim = checks.check_positive_int("intermediate_dim", intermediate_dim)
         self.dropout = checks.check_rate("dropout", dropout)
         self.attention_dropout = checks.check_rate("attention_dropout", attention_dropout)
         self.activation_dropout = checks.check_rate("activation_dropout", activation_dropout)
@@ -62,7 +63,9 @@ class TransformerBlock(keras.layers.Layer):
         self.norm_first = bool(norm_first)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.window = checks.check_optional_positive_int("window", window)
-        self.normalize = checks.check_choice("normalize", normalize, NORMALIZATIONS)
+        self.attention_activation = checks.check_choice(
+            "attention_activation", attention_activation, ATTENTION_ACTIVATIONS
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
@@ -80,7 +83,7 @@ class TransformerBlock(keras.layers.Layer):
             dropout=self.attention_dropout,
             causal=causal,
             window=self.window if context_shape is None else None,
-            normalize=self.normalize,
+            attention_activation=self.attention_activation,
             kernel_initializer=clone_initializer(self.kernel_initializer, name),
             dtype=self.dtype_policy,
             name=name,
@@ -90,7 +93,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def _make_feed_forward(self, inputs_shape):
         feed_forward = FeedForward(
-            self.inner_dim,
+            self.intermediate_dim,
             activation=self.activation,
             dropout=self.activation_dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer, "feed_forward"),
@@ -120,7 +123,7 @@ class TransformerBlock(keras.layers.Layer):
         config.update(
             {
                 "num_heads": self.num_heads,
-                "inner_dim": self.inner_dim,
+                "intermediate_dim": self.intermediate_dim,
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
                 "activation_dropout": self.activation_dropout,
@@ -128,7 +131,7 @@ class TransformerBlock(keras.layers.Layer):
                 "norm_first": self.norm_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "window": self.window,
-                "normalize": self.normalize,
+                "attention_activation": self.attention_activation,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )

@@ -52,13 +52,13 @@ class DecoderBlock(TransformerBlock):
     `compute_cross_attention_cache`).
 
     Example:
-        >>> block = DecoderBlock(num_heads=2, inner_dim=64, cross_attention=False)
+        >>> block = DecoderBlock(num_heads=2, intermediate_dim=64, cross_attention=False)
         >>> block(keras.ops.ones((2, 5, 32))).shape
         (2, 5, 32)
     """
 
-    def __init__(self, num_heads, inner_dim, cross_attention=True, **kwargs):
-        super().__init__(num_heads, inner_dim, **kwargs)
+    def __init__(self, num_heads, intermediate_dim, cross_attention=True, **kwargs):
+        super().__init__(num_heads, intermediate_dim, **kwargs)
         # `self.cross_attention` names the sub-layer, hence another attribute name.
         self.has_cross_attention = bool(cross_attention)
 

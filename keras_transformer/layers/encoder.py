@@ -14,9 +14,9 @@ from keras_transformer.ops.masks import resolve_padding_mask
 class EncoderBlock(TransformerBlock):
     """One encoder layer of "Attention Is All You Need" (section 3.1).
 
-    Takes the arguments of `TransformerBlock` (num_heads, inner_dim, dropout,
+    Takes the arguments of `TransformerBlock` (num_heads, intermediate_dim, dropout,
     attention_dropout, activation_dropout, activation, norm_first,
-    layer_norm_epsilon, window, normalize, kernel_initializer).
+    layer_norm_epsilon, window, attention_activation, kernel_initializer).
 
     Call arguments:
         inputs: (B, S, M).
@@ -30,7 +30,7 @@ class EncoderBlock(TransformerBlock):
         (B, S, M), and the attention weights if asked.
 
     Example:
-        >>> block = EncoderBlock(num_heads=2, inner_dim=64)
+        >>> block = EncoderBlock(num_heads=2, intermediate_dim=64)
         >>> block(keras.ops.ones((2, 5, 32))).shape
         (2, 5, 32)
     """

@@ -1,6 +1,6 @@
-"""The position-wise feed-forward network: Dense(d_ff, activation) → Dense(d_model).
+"""The position-wise feed-forward network: Dense(F, activation) → Dense(d_model).
 
-Shape notation: B batch, T length, M model width, F inner width (d_ff).
+Shape notation: B batch, T length, M model width, F intermediate width.
 """
 
 import keras
@@ -14,7 +14,7 @@ class FeedForward(keras.layers.Layer):
     """Two dense layers applied at every position alike (the paper, section 3.3).
 
     Args:
-        inner_dim: F, width of the hidden layer (d_ff).
+        intermediate_dim: F, width of the hidden layer.
         activation: activation of the hidden layer ("relu" in the paper).
         dropout: dropout rate after the activation.
         kernel_initializer: initializer of both kernels (each gets its own copy:
@@ -31,10 +31,15 @@ class FeedForward(keras.layers.Layer):
     """
 
     def __init__(
-        self, inner_dim, activation="relu", dropout=0.0, kernel_initializer="glorot_uniform", **kwargs
+        self,
+        intermediate_dim,
+        activation="relu",
+        dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
     ):
         super().__init__(**kwargs)
-        self.inner_dim = checks.check_positive_int("inner_dim", inner_dim)
+        self.intermediate_dim = checks.check_positive_int("intermediate_dim", intermediate_dim)
         self.activation = keras.activations.get(activation)
         self.dropout = checks.check_rate("dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -44,7 +49,7 @@ class FeedForward(keras.layers.Layer):
         checks.check_rank("inputs", inputs_shape, 3)
         model_dim = inputs_shape[-1]
         self.inner_dense = keras.layers.Dense(
-            self.inner_dim,
+            self.intermediate_dim,
             activation=self.activation,
             kernel_initializer=clone_initializer(self.kernel_initializer, "inner_dense"),
             dtype=self.dtype_policy,
@@ -57,7 +62,7 @@ class FeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="output_dense",
         )
-        self.output_dense.build((*inputs_shape[:-1], self.inner_dim))
+        self.output_dense.build((*inputs_shape[:-1], self.intermediate_dim))
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
@@ -75,7 +80,7 @@ class FeedForward(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "inner_dim": self.inner_dim,
+                "intermediate_dim": self.intermediate_dim,
                 "activation": keras.activations.serialize(self.activation),
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),

@@ -1,6 +1,6 @@
 """Floor 2: models assembled from the layers.
 
-Names load lazily: `config` (presets, `TransformerConfig`) imports neither Keras
+Names load lazily: `config` (presets, `BackboneConfig`) imports neither Keras
 nor TensorFlow, and the command line reads it before deciding to load them.
 """
 
@@ -11,8 +11,13 @@ _LAZY = {
     "build_language_model": "language_model",
     "EncoderClassifier": "classifier",
     "build_classifier": "classifier",
+    "BackboneConfig": "config",
+    "DECODER_ONLY": "config",
+    "ENCODER_DECODER": "config",
+    "ENCODER_ONLY": "config",
     "PRESETS": "config",
-    "TransformerConfig": "config",
+    "StackConfig": "config",
+    "TransformerBackbone": "backbone",
     "preset": "config",
     "Seq2SeqTransformer": "transformer",
     "build_transformer": "transformer",

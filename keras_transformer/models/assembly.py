@@ -1,73 +1,49 @@
-"""What every model builder shares: reading a config, and making embeddings, block
-options and output norms from it, so the translator, the language model and the
-classifier are assembled from the same parts.
+"""What the task heads share: reading a config of their backbone's shape, and the
+float32 logits layer.
 
 Imports Keras (the layers); `config` stays free of it.
 """
 
 import keras
 
-from keras_transformer.layers.normalization import LayerNormalization
-from keras_transformer.models.config import TransformerConfig
+from keras_transformer.models.config import BackboneConfig
 from keras_transformer.models.config import preset
 
 
-def resolve_config(config, overrides):
-    """A `TransformerConfig` from a config, its dict or a preset name, with overrides.
+def resolve_config(config, shape, settings):
+    """A `BackboneConfig` of `shape` from a config, its dict, a preset name or a backbone.
 
     Args:
-        config: a `TransformerConfig`, a dict of its fields, or a preset name
-            ("tiny", "small", "base", "big").
-        overrides: {field: value} to change.
+        config: a `BackboneConfig`, a dict of its fields, a preset name ("tiny",
+            "small", "base", "big") or a `TransformerBackbone` (its config).
+        shape: the shape the head needs (`config.ENCODER_DECODER`, ...).
+        settings: {setting: value} to change (`BackboneConfig.replace`).
 
     Returns:
-        A `TransformerConfig`.
+        A `BackboneConfig` of that shape.
     """
     if isinstance(config, str):
-        return preset(config, **overrides)
+        return preset(config, shape, **settings)
     if isinstance(config, dict):
-        return TransformerConfig.from_dict({**config, **overrides})
-    if isinstance(config, TransformerConfig):
-        return config.replace(**overrides) if overrides else config
-    raise ValueError(
-        "`config` must be a TransformerConfig, a dict of its fields or a preset "
-        f"name; received {type(config).__name__}."
-    )
+        config = BackboneConfig.from_dict(config)
+    config = getattr(config, "config", config)  # a TransformerBackbone's
+    if not isinstance(config, BackboneConfig):
+        raise ValueError(
+            "`config` must be a BackboneConfig, a dict of its fields or a preset "
+            f"name; received {type(config).__name__}."
+        )
+    config = config.replace(**settings) if settings else config
+    check_shape(config, shape)
+    return config
 
 
-def token_embedding(config, vocab_size, tie_weights, name):
-    """A `ReversibleEmbedding` (V, M), its reverse pass the output projection when tied."""
-    return keras.layers.ReversibleEmbedding(
-        vocab_size,
-        config.d_model,
-        tie_weights=tie_weights,
-        # The paper's N(0, M^-1/2) initialisation pairs with the √M input scaling.
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=config.d_model**-0.5),
-        name=name,
-    )
-
-
-def block_options(config, window):
-    """The `EncoderBlock`/`DecoderBlock` arguments a config sets, for one layer's window."""
-    return dict(
-        num_heads=config.num_heads,
-        inner_dim=config.d_ff,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        activation=config.activation,
-        norm_first=config.norm_first,
-        layer_norm_epsilon=config.layer_norm_epsilon,
-        window=window,
-        normalize=config.normalize,
-    )
-
-
-def output_norm(config, name):
-    """The LayerNormalization after a pre-LN stack; None for post-LN."""
-    if not config.norm_first:
-        return None
-    return LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+def check_shape(config, shape):
+    """Raises `ValueError` unless the config's backbone has `shape`."""
+    if config.shape != shape:
+        raise ValueError(
+            f"This model needs a backbone of shape {shape}; received a config of shape "
+            f"{config.shape}."
+        )
 
 
 def float32_logits(name="logits"):

@@ -17,4 +17,4 @@ def run(args):
         source_vocab_size=args.source_vocab_size,
         target_vocab_size=args.target_vocab_size,
     )
-    model.summary()
+    model.summary(expand_nested=True)  # the backbone's layers too

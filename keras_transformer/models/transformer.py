@@ -4,128 +4,23 @@ Shape notation: B batch, S source length, T target length, V target vocabulary,
 M model width, N decoder layers, H heads, D head size, L cache length.
 """
 
-import dataclasses
-
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.layers.decoder import DecoderBlock
-from keras_transformer.layers.encoder import EncoderBlock
-from keras_transformer.layers.padding_mask import PaddingMask
-from keras_transformer.layers.positional_encoding import PositionalEncoding
-from keras_transformer.models.assembly import block_options
 from keras_transformer.models.assembly import float32_logits
-from keras_transformer.models.assembly import output_norm
 from keras_transformer.models.assembly import resolve_config
-from keras_transformer.models.assembly import token_embedding
-from keras_transformer.models.config import TransformerConfig
-from keras_transformer.models.incremental import DecoderStack
+from keras_transformer.models.backbone import TransformerBackbone
+from keras_transformer.models.config import ENCODER_DECODER
 from keras_transformer.models.incremental import decode_token
 from keras_transformer.models.incremental import start_decoder
 
 
-@dataclasses.dataclass
-class TransformerLayers:
-    """The sub-layers of a `Seq2SeqTransformer`, shared by its full pass and decoding."""
-
-    source_mask: PaddingMask
-    target_mask: PaddingMask
-    source_embedding: keras.layers.Layer
-    target_embedding: keras.layers.Layer
-    source_positions: PositionalEncoding
-    target_positions: PositionalEncoding
-    source_dropout: keras.layers.Dropout
-    target_dropout: keras.layers.Dropout
-    encoder_blocks: list
-    decoder_blocks: list
-    encoder_output_norm: object  # LayerNormalization in pre-LN, else None.
-    decoder_output_norm: object
-    logits: keras.layers.Layer  # float32 identity, so logits leave in float32.
-
-
-def _make_layers(config):
-    source_embedding = token_embedding(
-        config,
-        config.source_vocab_size,
-        # Only a shared embedding is also the output projection; a source-only one is
-        # never reversed and must not carry an unused projection matrix.
-        tie_weights=config.tie_output_embedding or not config.share_vocabulary,
-        name="shared_embedding" if config.share_vocabulary else "source_embedding",
-    )
-    if config.share_vocabulary:
-        target_embedding = source_embedding
-    else:
-        target_embedding = token_embedding(
-            config,
-            config.target_vocab_size,
-            tie_weights=config.tie_output_embedding,
-            name="target_embedding",
-        )
-
-    def positions(name):
-        return PositionalEncoding(
-            max_length=config.max_length, kind=config.positional_encoding, name=name
-        )
-
-    return TransformerLayers(
-        source_mask=PaddingMask(name="encoder_padding_mask"),
-        target_mask=PaddingMask(name="decoder_padding_mask"),
-        source_embedding=source_embedding,
-        target_embedding=target_embedding,
-        source_positions=positions("source_positions"),
-        target_positions=positions("target_positions"),
-        source_dropout=keras.layers.Dropout(config.dropout, name="source_embedding_dropout"),
-        target_dropout=keras.layers.Dropout(config.dropout, name="target_embedding_dropout"),
-        encoder_blocks=[
-            EncoderBlock(**block_options(config, window), name=f"encoder_block_{i}")
-            for i, window in enumerate(config.encoder_windows())
-        ],
-        decoder_blocks=[
-            DecoderBlock(**block_options(config, window), name=f"decoder_block_{i}")
-            for i, window in enumerate(config.decoder_windows())
-        ],
-        encoder_output_norm=output_norm(config, "encoder_output_norm"),
-        decoder_output_norm=output_norm(config, "decoder_output_norm"),
-        logits=float32_logits(),
-    )
-
-
-def _encode(layers, encoder_tokens, training=None):
-    encoder_mask = layers.source_mask(encoder_tokens)
-    x = layers.source_positions(layers.source_embedding(encoder_tokens))
-    x = layers.source_dropout(x, training=training)
-    for block in layers.encoder_blocks:
-        x = block(x, padding_mask=encoder_mask, training=training)
-    if layers.encoder_output_norm is not None:
-        x = layers.encoder_output_norm(x)
-    return x, encoder_mask
-
-
-def _project(layers, x):
-    if layers.decoder_output_norm is not None:
-        x = layers.decoder_output_norm(x)
-    return layers.logits(layers.target_embedding(x, reverse=True))
-
-
-def _decode(layers, decoder_tokens, encoder_outputs, encoder_mask, training=None):
-    decoder_mask = layers.target_mask(decoder_tokens)
-    x = layers.target_positions(layers.target_embedding(decoder_tokens))
-    x = layers.target_dropout(x, training=training)
-    for block in layers.decoder_blocks:
-        x = block(
-            x,
-            encoder_outputs,
-            decoder_padding_mask=decoder_mask,
-            encoder_padding_mask=encoder_mask,
-            training=training,
-        )
-    return _project(layers, x)
-
-
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Seq2SeqTransformer(keras.Model):
-    """An encoder–decoder Transformer as a functional Keras model.
+    """An encoder–decoder Transformer: an encoder–decoder `TransformerBackbone`
+    and the tied output projection (the target embedding's reverse pass, or its
+    own matrix without `tie_output_embedding`), as a functional Keras model.
 
     Inputs: `{"encoder_tokens": (B, S) int32, "decoder_tokens": (B, T) int32}`, with
     0 as padding. Output: logits (B, T, V) in float32. Besides the full pass, the
@@ -133,7 +28,8 @@ class Seq2SeqTransformer(keras.Model):
     `encode`, `start_decoding` and `decode_token`, which run the very same layers.
 
     Args:
-        config: a `TransformerConfig` (or its dict).
+        config: a `BackboneConfig` with an encoder and a decoder (or its dict), or
+            a `TransformerBackbone` of that shape to build on.
         **kwargs: `keras.Model` arguments such as `name`.
 
     Example:
@@ -145,35 +41,38 @@ class Seq2SeqTransformer(keras.Model):
     """
 
     def __init__(self, config, **kwargs):
-        if isinstance(config, dict):
-            config = TransformerConfig.from_dict(config)
-        layers = _make_layers(config)
+        backbone = config if isinstance(config, TransformerBackbone) else None
+        config = resolve_config(config, ENCODER_DECODER, {})
+        self.backbone = backbone or TransformerBackbone(config)
+        self.config = config
+        self.logits_layer = float32_logits()
         encoder_tokens = keras.Input(shape=(None,), dtype="int32", name="encoder_tokens")
         decoder_tokens = keras.Input(shape=(None,), dtype="int32", name="decoder_tokens")
-        encoder_outputs, encoder_mask = _encode(layers, encoder_tokens)
-        logits = _decode(layers, decoder_tokens, encoder_outputs, encoder_mask)
+        outputs = self.backbone(
+            {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
+        )
         super().__init__(
             inputs={"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
-            outputs=logits,
+            outputs=self._project(outputs["decoder_sequence_output"]),
             **{"name": "transformer", **kwargs},
         )
-        self.config = config
-        self.transformer_layers = layers
+
+    def _project(self, sequence_output):
+        """(B, T, M) decoder outputs (after the final norm) → (B, T, V) float32 logits."""
+        return self.logits_layer(self.backbone.target_embedding(sequence_output, reverse=True))
 
     # Incremental decoding -----------------------------------------------------
 
     def encode(self, encoder_tokens, training=False):
         """Runs the encoder: (B, S) ids → ((B, S, M) outputs, (B, S) padding mask)."""
-        return _encode(self.transformer_layers, encoder_tokens, training=training)
+        return self.backbone.encode(encoder_tokens, training=training)
 
     def decode(self, decoder_tokens, encoder_outputs, encoder_padding_mask, training=False):
         """Runs the decoder on whole prefixes, uncached: (B, T) ids → (B, T, V) logits."""
-        return _decode(
-            self.transformer_layers,
-            decoder_tokens,
-            encoder_outputs,
-            encoder_padding_mask,
-            training=training,
+        return self._project(
+            self.backbone.decode(
+                decoder_tokens, encoder_outputs, encoder_padding_mask, training=training
+            )
         )
 
     # One token per step, for the searches ---------------------------------------
@@ -201,7 +100,7 @@ class Seq2SeqTransformer(keras.Model):
             (L = 0 if `grow`), one per decoder layer, and a dict of tensors fixed
             for the search.
         """
-        layers = self.transformer_layers
+        layers = self.backbone
         if repeats > 1:
             encoder_outputs, encoder_padding_mask = (
                 tf.repeat(x, repeats, axis=0) for x in (encoder_outputs, encoder_padding_mask)
@@ -220,15 +119,7 @@ class Seq2SeqTransformer(keras.Model):
     @property
     def decoder_stack(self):
         """The decoder's layers as a `DecoderStack` (what `decode_token` runs)."""
-        layers = self.transformer_layers
-        return DecoderStack(
-            embedding=layers.target_embedding,
-            positions=layers.target_positions,
-            blocks=layers.decoder_blocks,
-            output_norm=layers.decoder_output_norm,
-            num_heads=self.config.num_heads,
-            d_model=self.config.d_model,
-        )
+        return self.backbone.decoder_stack
 
     def decode_token(self, tokens, index, cache, state, return_cross_attention=False):
         """Decodes one token per row at position `index`, as the full pass does there.
@@ -258,7 +149,7 @@ class Seq2SeqTransformer(keras.Model):
             dict of float32 tensors, N = layers: "encoder_self" (B, N, H, S, S),
             "decoder_self" (B, N, H, T, T), "cross" (B, N, H, T, S).
         """
-        layers = self.transformer_layers
+        layers = self.backbone
         encoder_mask = layers.source_mask(encoder_tokens)
         x = layers.source_dropout(layers.source_positions(layers.source_embedding(encoder_tokens)))
         encoder_maps = []
@@ -298,13 +189,14 @@ class Seq2SeqTransformer(keras.Model):
         return cls(**config)
 
 
-def build_transformer(config="tiny", **overrides):
+def build_transformer(config="tiny", **settings):
     """Builds a `Seq2SeqTransformer` from a config, its dict, or a preset name.
 
     Args:
-        config: a `TransformerConfig`, a dict of its fields, or a preset name
-            ("tiny", "small", "base", "big").
-        **overrides: fields to change, e.g. `source_vocab_size=8000`.
+        config: a `BackboneConfig` with an encoder and a decoder, a dict of its
+            fields, or a preset name ("tiny", "small", "base", "big").
+        **settings: `BackboneConfig` settings to change, e.g.
+            `source_vocab_size=8000` (`BackboneConfig.replace`).
 
     Returns:
         A `Seq2SeqTransformer` (a functional `keras.Model`).
@@ -313,5 +205,4 @@ def build_transformer(config="tiny", **overrides):
         >>> model = build_transformer("tiny", source_vocab_size=100, target_vocab_size=100)
         >>> model.summary()  # doctest: +SKIP
     """
-    config = resolve_config(config, overrides)
-    return Seq2SeqTransformer(config)
+    return Seq2SeqTransformer(resolve_config(config, ENCODER_DECODER, settings))

@@ -8,14 +8,15 @@ import math
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.ops.choices import NORMALIZATIONS  # noqa: F401 (re-exported)
+from keras_transformer.ops.choices import ATTENTION_ACTIVATIONS  # noqa: F401 (re-exported)
 
 # Masked logits get this large finite negative number: -inf would give NaN where a
 # whole row is masked (-inf - -inf), and a finite value keeps float32 softmax exact.
 MASK_VALUE = -1e9
 
 
-def attention_weights(scores, mask=None, normalize="softmax", fused_softmax=True):
+def attention_weights(scores, mask=None,
+                      attention_activation="softmax", fused_softmax=True):
     """Normalises attention scores into weights: the masking and softmax (or ReLU) step.
 
     Shared by the full pass (`scaled_dot_product_attention`) and the one-token
@@ -25,7 +26,7 @@ def attention_weights(scores, mask=None, normalize="softmax", fused_softmax=True
         scores: (..., T, S) scores Q Kᵀ / √D, any float dtype.
         mask: optional booleans broadcastable to `scores`, True where attention is
             allowed.
-        normalize: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
+        attention_activation: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
             positions contribute zero and n counts the keys the query may see
             (ReLU attention, Wortsman et al., 2023).
         fused_softmax: run softmax as the one `Softmax` kernel; False spells it as
@@ -38,13 +39,13 @@ def attention_weights(scores, mask=None, normalize="softmax", fused_softmax=True
     """
     # Normalise in float32 whatever the compute dtype: bf16 softmax loses mass.
     scores = ops.cast(scores, "float32")
-    if normalize == "softmax":
+    if attention_activation == "softmax":
         if mask is not None:
             scores = ops.where(mask, scores, MASK_VALUE)
         if not fused_softmax:
             return ops.exp(ops.log_softmax(scores, axis=-1))
         return ops.softmax(scores, axis=-1)
-    if normalize == "relu":
+    if attention_activation == "relu":
         weights = ops.relu(scores)
         if mask is None:
             return weights / ops.cast(ops.shape(scores)[-1], "float32")
@@ -54,7 +55,8 @@ def attention_weights(scores, mask=None, normalize="softmax", fused_softmax=True
         visible = ops.sum(ops.cast(mask, "float32"), axis=-1, keepdims=True)
         return weights / ops.maximum(visible, 1.0)
     raise ValueError(
-        f"`normalize` must be one of {NORMALIZATIONS}; received normalize={normalize!r}."
+        f"`attention_activation` must be one of {ATTENTION_ACTIVATIONS}; received "
+        f"attention_activation={attention_activation!r}."
     )
 
 
@@ -63,7 +65,7 @@ def scaled_dot_product_attention(
     key,
     value,
     mask=None,
-    normalize="softmax",
+    attention_activation="softmax",
     dropout_layer=None,
     training=None,
 ):
@@ -74,7 +76,7 @@ def scaled_dot_product_attention(
         key: (B, H, S, D).
         value: (B, H, S, D).
         mask: optional (B or 1, T, S) booleans, True where attention is allowed.
-        normalize: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
+        attention_activation: "softmax" (the paper) or "relu": ReLU(scores) / n, where masked
             positions contribute zero and n counts the keys the query may see
             (ReLU attention, Wortsman et al., 2023).
         dropout_layer: optional `keras.layers.Dropout` applied to the weights.
@@ -90,7 +92,7 @@ def scaled_dot_product_attention(
     scores = ops.einsum("bhtd,bhsd->bhts", query, key)
     if mask is not None:
         mask = ops.expand_dims(ops.cast(mask, "bool"), axis=1)  # (B, 1, T, S)
-    weights = attention_weights(scores, mask, normalize)
+    weights = attention_weights(scores, mask, attention_activation)
     weights = ops.cast(weights, value.dtype)
     attended = weights
     if dropout_layer is not None:
@@ -99,7 +101,9 @@ def scaled_dot_product_attention(
     return outputs, weights
 
 
-def attend_one_query(query, keys, values, mask=None, normalize="softmax", return_weights=False):
+def attend_one_query(
+    query, keys, values, mask=None, attention_activation="softmax", return_weights=False
+):
     """softmax(q Kᵀ) V for one query per row and head: the decoding step's attention.
 
     With one query the two products are matrix-vector products, tiny ones (a row of
@@ -118,7 +122,7 @@ def attend_one_query(query, keys, values, mask=None, normalize="softmax", return
         values: (B, H, L, D).
         mask: optional booleans broadcastable to (B, H, 1, L), True where a key is
             visible.
-        normalize: as in `attention_weights`.
+        attention_activation: as in `attention_weights`.
         return_weights: also return the (B, H, 1, L) float32 weights.
 
     Returns:
@@ -128,6 +132,6 @@ def attend_one_query(query, keys, values, mask=None, normalize="softmax", return
     # no ops for a float32 model).
     query, keys, values = (tf.cast(x, tf.float32) for x in (query, keys, values))
     scores = tf.raw_ops.BatchMatMulV3(x=query, y=keys, Tout=tf.float32, adj_y=True)  # (B, H, 1, L)
-    weights = attention_weights(scores, mask, normalize, fused_softmax=False)
+    weights = attention_weights(scores, mask, attention_activation, fused_softmax=False)
     outputs = tf.raw_ops.BatchMatMulV3(x=weights, y=values, Tout=tf.float32)
     return (outputs, weights) if return_weights else outputs

@@ -1,11 +1,13 @@
 """The accepted values of the model's string options.
 
-Plain tuples with no Keras or TensorFlow import, so that `TransformerConfig` and
+Plain tuples with no Keras or TensorFlow import, so that `BackboneConfig` and
 the command line can validate and list them without loading either.
 """
 
-# How attention scores become weights (`keras_transformer.ops.attention`).
-NORMALIZATIONS = ("softmax", "relu")
+# The function that turns attention scores into weights (`keras_transformer.ops.attention`):
+# the option is `attention_activation`, as it names an activation over the scores, never
+# a layer normalization.
+ATTENTION_ACTIVATIONS = ("softmax", "relu")
 
 # How positions are encoded (`keras_transformer.layers.PositionalEncoding`).
 POSITIONAL_KINDS = ("sinusoidal", "learned")

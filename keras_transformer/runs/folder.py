@@ -6,8 +6,10 @@ trains one task (`RunFolder.task`): "translate" (a `Seq2SeqTransformer`), "lm" (
 decoder-only language model) or "classify" (an encoder classifier). The layout:
 
     config.json              {"format_version", "task", "preset",
-                              "model": TransformerConfig fields (lm, classify: both
-                                       vocabulary sizes are the tokenizer's),
+                              "model": the `BackboneConfig` (`to_dict`): a translator's
+                                       has an encoder and a decoder, an lm's a decoder,
+                                       a classifier's an encoder, each stack's
+                                       vocab_size the tokenizer's,
                               "data": corpus, split and tokenizer settings,
                               "training": TrainingConfig fields, "device": what was in effect}
     splits/{train,validation,test}.tsv   the split used, one example a line

@@ -21,7 +21,7 @@ Four kinds of path name a model (`load`, `Task.from_preset`):
   server does; `fit` and `save_to_preset` read the `preset/` folder inside it.
 
 A preset folder's config.json has the layout of a run's ("task", "preset",
-"model": the `TransformerConfig`, "data": tokenizer files and length limits), so one
+"model": the `BackboneConfig`, "data": tokenizer files and length limits), so one
 reader serves both.
 """
 
@@ -141,6 +141,8 @@ class Task:
     name = None
     #: What the task is called in messages ("a translation run").
     title = None
+    #: The shape of its `TransformerBackbone` (`keras_transformer.models.config.SHAPES`).
+    backbone_shape = None
     #: Whether `keras-transformer evaluate` scores it with BLEU and chrF (a translator),
     #: rather than with the task's own `evaluate_split`.
     scored_by_bleu = False

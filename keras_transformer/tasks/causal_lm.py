@@ -8,6 +8,7 @@ Shape notation: B batch, T tokens, V vocabulary.
 
 import os
 
+from keras_transformer.models.config import DECODER_ONLY
 from keras_transformer.tasks.text import TextTask
 
 # A sampler name → (temperature, top_k, top_p) of the generation signature (temperature
@@ -21,7 +22,7 @@ SAMPLERS = {
 
 
 class CausalLM(TextTask):
-    """A decoder-only language model on one text a line (`build_language_model`).
+    """A decoder-only language model on one text a line (`LanguageModel`).
 
     The model reads `BOS y_1 .. y_n` and predicts `y_1 .. y_n EOS`; padding is id 0
     and is masked out of the loss and metrics.
@@ -29,6 +30,7 @@ class CausalLM(TextTask):
 
     name = "lm"
     title = "language"
+    backbone_shape = DECODER_ONLY
 
     # -- the string-level call -------------------------------------------------------------
     def language_model_module(self, max_new_tokens=32, jit_compile=False, max_length=None):
@@ -105,11 +107,9 @@ class CausalLM(TextTask):
 
     @classmethod
     def build_model(cls, config):
-        from keras_transformer.models.config import TransformerConfig
-        from keras_transformer.models.language_model import build_language_model
+        from keras_transformer.models.language_model import LanguageModel
 
-        return build_language_model(TransformerConfig.from_dict(config["model"]),
-                                    vocab_size=config["data"]["vocab_size"])
+        return LanguageModel(config["model"])
 
     @classmethod
     def _read(cls, data):

@@ -34,7 +34,7 @@ class TextTask(Task):
             max_length: subwords per example (default: the pipeline's, at most the
                 preset's max_length).
             labels: a classifier's class names.
-            **model_fields: `TransformerConfig` fields to change.
+            **model_fields: `BackboneConfig` settings to change (`BackboneConfig.replace`).
         """
         from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
         from keras_transformer.models.config import preset
@@ -47,8 +47,7 @@ class TextTask(Task):
             )
         tokenizer = _tokenizer(tokenizer)
         vocab = tokenizer.vocab_size
-        model_config = preset(name, **{"source_vocab_size": vocab, "target_vocab_size": vocab,
-                                       **model_fields})
+        model_config = preset(name, cls.backbone_shape, **{"vocab_size": vocab, **model_fields})
         data = {"vocab_size": vocab,
                 "max_length": max_length or min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length)}
         if labels is not None:
@@ -121,7 +120,7 @@ class TextTask(Task):
             test_fraction: share of texts for test.
             vocab_size: SentencePiece vocabulary size (None: the measured default
                 of the data's language, `default_vocab_size`).
-            model_overrides: TransformerConfig fields to change from the preset.
+            model_overrides: `BackboneConfig` settings to change from the preset.
             init_from: `(config, folder)` of a trained model of this task to
                 fine-tune: its tokenizer, model shape (and a classifier's class
                 names) are the run's; no tokenizer is trained.
@@ -135,7 +134,7 @@ class TextTask(Task):
         from keras_transformer.data.tokenizer import character_coverage_for
         from keras_transformer.data.tokenizer import default_vocab_size
         from keras_transformer.data.tokenizer import train_sentencepiece
-        from keras_transformer.models.config import TransformerConfig
+        from keras_transformer.models.config import BackboneConfig
         from keras_transformer.models.config import preset as make_preset
 
         run = RunFolder(run_dir)
@@ -162,7 +161,7 @@ class TextTask(Task):
             init_config, init_folder = init_from
             with open(os.path.join(init_folder, init_config["data"]["tokenizer"]), "rb") as file:
                 model_proto = file.read()
-            model_config = TransformerConfig.from_dict(init_config["model"])
+            model_config = BackboneConfig.from_dict(init_config["model"])
             preset = init_config.get("preset")
         else:
             language = data.language or ""
@@ -177,8 +176,7 @@ class TextTask(Task):
                 ) from None
             vocab = SubwordTokenizer(model_proto).vocab_size
             model_config = make_preset(
-                preset,
-                **{"source_vocab_size": vocab, "target_vocab_size": vocab, **(model_overrides or {})},
+                preset, cls.backbone_shape, **{"vocab_size": vocab, **(model_overrides or {})}
             )
         run.write_tokenizer(model_proto)
         config = {

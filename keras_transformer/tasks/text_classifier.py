@@ -8,11 +8,12 @@ Shape notation: B batch, S tokens, C classes.
 
 import os
 
+from keras_transformer.models.config import ENCODER_ONLY
 from keras_transformer.tasks.text import TextTask
 
 
 class TextClassifier(TextTask):
-    """An encoder classifier on label<TAB>text examples (`build_classifier`).
+    """An encoder classifier on label<TAB>text examples (`EncoderClassifier`).
 
     The labels are read from the data of a new run, sorted, and stored in
     labels.json: class id i is the i-th label.
@@ -20,6 +21,7 @@ class TextClassifier(TextTask):
 
     name = "classify"
     title = "classification"
+    backbone_shape = ENCODER_ONLY
 
     def __init__(self, model, tokenizer, labels, config, weights=None):
         super().__init__(model, tokenizer, config, weights)
@@ -112,12 +114,9 @@ class TextClassifier(TextTask):
 
     @classmethod
     def build_model(cls, config):
-        from keras_transformer.models.classifier import build_classifier
-        from keras_transformer.models.config import TransformerConfig
+        from keras_transformer.models.classifier import EncoderClassifier
 
-        data = config["data"]
-        return build_classifier(TransformerConfig.from_dict(config["model"]),
-                                vocab_size=data["vocab_size"], num_classes=data["num_classes"])
+        return EncoderClassifier(config["model"], num_classes=config["data"]["num_classes"])
 
     @classmethod
     def _read(cls, data):

@@ -18,6 +18,7 @@ import shutil
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
+from keras_transformer.models.config import ENCODER_DECODER
 from keras_transformer.runs.folder import RunFolder
 from keras_transformer.tasks.base import Task
 
@@ -74,7 +75,7 @@ def prepare_run(
         bidirectional: train both directions in one model, each source tagged
             with its output language (`keras_transformer.data.directions`); one
             vocabulary for both languages, tied embeddings.
-        model_overrides: TransformerConfig fields to change from the preset.
+        model_overrides: `BackboneConfig` settings to change from the preset.
         init_from: `(config, folder)` of a trained translator to fine-tune
             (`keras_transformer.tasks.read_model_config`): its tokenizers, source
             prefix and model shape are the run's (no tokenizer is trained; the
@@ -91,7 +92,7 @@ def prepare_run(
     from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
     from keras_transformer.data.tokenizer import SubwordTokenizer
     from keras_transformer.data.tokenizer import train_tokenizers
-    from keras_transformer.models.config import TransformerConfig
+    from keras_transformer.models.config import BackboneConfig
     from keras_transformer.models.config import preset as make_preset
 
     run = RunFolder(run_dir)
@@ -148,7 +149,7 @@ def prepare_run(
             shutil.copyfile(os.path.join(init_folder, init_config["data"][entry]),
                             run.file(f"{side}.model"))
             for entry, side in (("source_tokenizer", "source"), ("target_tokenizer", "target")))
-        model_config = TransformerConfig.from_dict(init_config["model"])
+        model_config = BackboneConfig.from_dict(init_config["model"])
         preset = init_config.get("preset")
         source_prefix = init_config["data"].get("source_prefix", "")
         joint_vocabulary = model_config.share_vocabulary
@@ -275,7 +276,7 @@ class Translator(Task):
         model: a `Seq2SeqTransformer`.
         source_tokenizer: the source `SubwordTokenizer` (with the run's source prefix).
         target_tokenizer: the target `SubwordTokenizer`.
-        config: the parsed config.json ("model": its `TransformerConfig` fields;
+        config: the parsed config.json ("model": its `BackboneConfig`;
             "data": "max_source_length", "max_target_length", ...).
         weights: for a run, the `Weights` loaded.
 
@@ -287,6 +288,7 @@ class Translator(Task):
 
     name = "translate"
     title = "translation"
+    backbone_shape = ENCODER_DECODER
     scored_by_bleu = True
 
     def __init__(self, model, source_tokenizer, target_tokenizer, config, weights=None):
@@ -307,7 +309,7 @@ class Translator(Task):
             max_source_length: source subwords read (default: the pipeline's, at
                 most the preset's max_length).
             max_target_length: target subwords (default: likewise).
-            **model_fields: `TransformerConfig` fields to change.
+            **model_fields: `BackboneConfig` settings to change (`BackboneConfig.replace`).
         """
         from keras_transformer.data.pipeline import DEFAULT_MAX_SOURCE_LENGTH
         from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
@@ -344,10 +346,9 @@ class Translator(Task):
 
     @classmethod
     def build_model(cls, config):
-        from keras_transformer.models.config import TransformerConfig
         from keras_transformer.models.transformer import Seq2SeqTransformer
 
-        return Seq2SeqTransformer(TransformerConfig.from_dict(config["model"]))
+        return Seq2SeqTransformer(config["model"])
 
     def tokenizer_files(self):
         return {"source_tokenizer": self.source_tokenizer.model_proto,

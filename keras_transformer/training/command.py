@@ -31,14 +31,14 @@ from keras_transformer.training.config import add_config_arguments
 from keras_transformer.training.strategy import STRATEGIES
 
 DEFAULT_PRESET = "small"
-# `TransformerConfig` fields a new run may change from its preset: (type, metavar, help).
+# `BackboneConfig` settings a new run may change from its preset: (type, metavar, help).
 # The config checks the values (a width the heads divide, rates in [0, 1)).
 MODEL_FLAGS = {
     "num_encoder_layers": (int, "N", "encoder blocks (translate, classify)"),
     "num_decoder_layers": (int, "N", "decoder blocks (translate, lm)"),
     "d_model": (int, "M", "model width; --num-heads must divide it"),
     "num_heads": (int, "H", "attention heads"),
-    "d_ff": (int, "F", "feed-forward hidden width"),
+    "intermediate_dim": (int, "F", "feed-forward hidden width"),
     "dropout": (float, "RATE", "residual and embedding dropout"),
     "attention_dropout": (float, "RATE", "dropout on the attention weights"),
     "activation_dropout": (float, "RATE", "dropout on the feed-forward hidden layer"),
@@ -170,7 +170,7 @@ def run(args):
     else:  # checked before the split and the tokenizers are written
         from keras_transformer.models.config import preset
 
-        preset(args.preset or DEFAULT_PRESET, **model_overrides)
+        preset(args.preset or DEFAULT_PRESET, task_for(task).backbone_shape, **model_overrides)
     prepare_options["model_overrides"] = model_overrides
     if data is not None and run_dir.exists():
         print(f"keras-transformer train: {args.run} is an existing run: it keeps its own split; "
@@ -245,7 +245,7 @@ def _refuse_with_init(args):
 
 
 def _as_flag(name, value, bare=False):
-    """A model setting as its flag: `--d-ff 32` (`32` when bare), `--no-norm-first`."""
+    """A model setting as its flag: `--intermediate-dim 32` (`32` when bare), `--no-norm-first`."""
     flag = name.replace("_", "-")
     if isinstance(value, bool):
         return f"--{flag}" if value else f"--no-{flag}"
@@ -253,10 +253,14 @@ def _as_flag(name, value, bare=False):
 
 
 def _check_model_unchanged(run, stored_model, overrides):
-    """Refuses model flags that differ from what the existing run was built with."""
+    """Refuses model flags that differ from what the existing run was built with (or
+    that name a stack its backbone lacks)."""
+    from keras_transformer.models.config import BackboneConfig
+
+    stored = BackboneConfig.from_dict(stored_model)
     changed = [
-        f"{_as_flag(name, value)} (the run has {_as_flag(name, stored_model[name], bare=True)})"
-        for name, value in overrides.items() if stored_model[name] != value
+        f"{_as_flag(name, value)} (the run has {_as_flag(name, stored.setting(name), bare=True)})"
+        for name, value in overrides.items() if stored.replace(**{name: value}) != stored
     ]
     if changed:
         raise ValueError(

@@ -122,7 +122,7 @@ def _int(value):
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-    """How a run is trained (the model's shape is `TransformerConfig`'s).
+    """How a run is trained (the model's shape is `BackboneConfig`'s).
 
     Every field's help is in its metadata and shows in `keras-transformer train --help`.
     """

@@ -97,7 +97,7 @@ def test_earlier_weights_file_loads_and_decodes_alike(tmp_path):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"norm_first": True}, {"window": 2}, {"normalize": "relu"}, {"activation": "silu"},
+    [{}, {"norm_first": True}, {"window": 2}, {"attention_activation": "relu"}, {"activation": "silu"},
      {"share_vocabulary": True, "source_vocab_size": 50}, {"tie_output_embedding": False}],
 )
 @pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
@@ -107,8 +107,8 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
         "tiny", **{"source_vocab_size": 40, "target_vocab_size": 50, **overrides}
     )
     rng = np.random.default_rng(3)
-    source = _tokens(rng, 2, 7, model.config.source_vocab_size, lengths=[7, 3])
-    target = _tokens(rng, 2, 6, model.config.target_vocab_size)
+    source = _tokens(rng, 2, 7, model.config.encoder.vocab_size, lengths=[7, 3])
+    target = _tokens(rng, 2, 6, model.config.decoder.vocab_size)
     encoder_outputs, encoder_mask = model.encode(source)
     # The layers' path: separate query/key/value projections, per-layer caches.
     self_caches, cross_caches = init_cache(model, encoder_outputs, max_length=8)
@@ -128,7 +128,7 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
         if grow:
             expected_cache = expected_cache[:, :, :, :6]
         np.testing.assert_allclose(layer_cache, expected_cache, atol=1e-5)
-    for block, cross_cache in zip(model.transformer_layers.decoder_blocks, state["cross_caches"]):
+    for block, cross_cache in zip(model.backbone.decoder_blocks, state["cross_caches"]):
         separate = block.cross_attention.compute_key_value(encoder_outputs)
         np.testing.assert_allclose(np.stack(cross_cache, axis=1), separate, atol=1e-6)
 
@@ -138,7 +138,7 @@ def test_a_step_reports_the_last_blocks_cross_attention_averaged_over_heads(grow
     # What beam search's coverage penalty adds up: the teacher-forced pass's weights.
     keras.utils.set_random_seed(6)
     model = build_transformer("tiny", source_vocab_size=40, target_vocab_size=50)
-    assert len(model.transformer_layers.decoder_blocks) == 2
+    assert len(model.backbone.decoder_blocks) == 2
     rng = np.random.default_rng(6)
     source = _tokens(rng, 2, 7, 40, lengths=[7, 3])
     target = _tokens(rng, 2, 5, 50)
@@ -198,6 +198,6 @@ def test_a_step_attends_by_eigens_batched_matmul_not_onednns_or_the_fused_softma
     model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30)
     counts = step_op_counts(SequenceSearch(model, max_length=7), method)
     assert counts["BatchMatMulV2"] == counts["Softmax"] == 0, counts
-    assert counts["BatchMatMulV3"] == 2 * 2 * model.config.num_decoder_layers, counts
+    assert counts["BatchMatMulV3"] == 2 * 2 * model.config.decoder.num_layers, counts
     # One exp(log_softmax) per attention (self and cross, per layer), one for the vocabulary.
-    assert counts["LogSoftmax"] == 2 * model.config.num_decoder_layers + 1, counts
+    assert counts["LogSoftmax"] == 2 * model.config.decoder.num_layers + 1, counts

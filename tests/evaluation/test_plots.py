@@ -46,7 +46,7 @@ def tick_texts(axis):
 
 def test_one_panel_per_layer_and_head_with_the_token_labels(cross_maps, loaded_run):
     config = loaded_run.model.config
-    layers, heads = config.num_decoder_layers, config.num_heads
+    layers, heads = config.decoder.num_layers, config.num_heads
     assert cross_maps.weights.shape == (
         layers, heads, len(cross_maps.row_pieces), len(cross_maps.column_pieces)
     )

@@ -240,7 +240,7 @@ def test_attention_signature_returns_one_map_per_layer_and_head(exported):
     config = module.model.config
     maps = result["cross_attention"].numpy()
     batch, layers, heads, targets, sources = maps.shape
-    assert (batch, layers, heads) == (2, config.num_decoder_layers, config.num_heads)
+    assert (batch, layers, heads) == (2, config.decoder.num_layers, config.num_heads)
     assert targets == result["target_pieces"].shape[1]
     assert sources == result["source_pieces"].shape[1]
     source_length = result["source_lengths"].numpy()[0]

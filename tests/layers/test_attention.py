@@ -133,7 +133,7 @@ def test_attention_weights_are_a_distribution_over_real_keys():
         (dict(num_heads=-2), "num_heads"),
         (dict(num_heads=2, dropout=1.5), "dropout"),
         (dict(num_heads=2, window=0), "window"),
-        (dict(num_heads=2, normalize="sigmoid"), "normalize"),
+        (dict(num_heads=2, attention_activation="sigmoid"), "attention_activation"),
     ],
 )
 def test_bad_constructor_arguments_name_the_argument(kwargs, message):

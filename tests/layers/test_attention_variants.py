@@ -58,7 +58,7 @@ def test_window_mask_combines_with_padding_and_causality():
 def test_relu_normalisation_gives_masked_positions_no_weight():
     x = _inputs(2, (2, 6, 16))
     padding = np.array([[True] * 6, [True] * 3 + [False] * 3])
-    layer = MultiHeadSelfAttention(num_heads=2, normalize="relu", causal=True)
+    layer = MultiHeadSelfAttention(num_heads=2, attention_activation="relu", causal=True)
     outputs, weights = layer(x, query_padding_mask=padding, return_attention_scores=True)
     weights = np.asarray(weights)
     assert np.all(weights >= 0)
@@ -70,14 +70,15 @@ def test_relu_normalisation_gives_masked_positions_no_weight():
 
 def test_relu_outputs_stay_finite_under_mixed_precision():
     keras.config.set_dtype_policy("mixed_bfloat16")
-    layer = MultiHeadSelfAttention(num_heads=2, normalize="relu")
+    layer = MultiHeadSelfAttention(num_heads=2, attention_activation="relu")
     x = 50.0 * _inputs(3, (2, 64, 32))  # large activations: large scores
     outputs = np.asarray(layer(x), dtype="float32")
     assert np.all(np.isfinite(outputs))
 
 
-@pytest.mark.parametrize("variant", [dict(window=2), dict(normalize="relu"),
-                                     dict(window=[1, 3, 2, 1], normalize="relu")])
+@pytest.mark.parametrize("variant", [dict(window=2), dict(attention_activation="relu"),
+                                     dict(encoder_window=[1, 3], decoder_window=[2, 1],
+                                          attention_activation="relu")])
 def test_cached_decoding_equals_uncached_for_variants(variant):
     keras.utils.set_random_seed(8)
     model = build_transformer("tiny", source_vocab_size=20, target_vocab_size=20, **variant)
@@ -90,9 +91,10 @@ def test_cached_decoding_equals_uncached_for_variants(variant):
 
 def test_variants_survive_keras_save_and_load(tmp_path):
     model = build_transformer("tiny", source_vocab_size=20, target_vocab_size=20,
-                              window=3, normalize="relu")
+                              window=3, attention_activation="relu")
     inputs = {"encoder_tokens": np.full((1, 5), 7, "int32"), "decoder_tokens": np.full((1, 4), 9, "int32")}
     model.save(tmp_path / "m.keras")
     restored = keras.saving.load_model(tmp_path / "m.keras")
-    assert restored.config.window == 3 and restored.config.normalize == "relu"
+    assert restored.config == model.config
+    assert restored.config.decoder.window == 3 and restored.config.attention_activation == "relu"
     np.testing.assert_allclose(restored(inputs), model(inputs), atol=1e-6)

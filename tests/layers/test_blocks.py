@@ -21,7 +21,7 @@ def _padding(lengths, total):
 def test_encoder_block_keeps_the_layer_contract(tmp_path):
     run_layer_test(
         EncoderBlock,
-        dict(num_heads=2, inner_dim=32, dropout=0.1, norm_first=True, normalize="relu"),
+        dict(num_heads=2, intermediate_dim=32, dropout=0.1, norm_first=True, attention_activation="relu"),
         {"inputs": _floats(0, (2, 5, 16)), "padding_mask": _padding([5, 3], 5)},
         expected_output_shape=((2, 5, 16), (2, 2, 5, 5)),
         call_kwargs=dict(return_attention_scores=True),
@@ -32,7 +32,7 @@ def test_encoder_block_keeps_the_layer_contract(tmp_path):
 def test_decoder_block_keeps_the_layer_contract(tmp_path):
     run_layer_test(
         DecoderBlock,
-        dict(num_heads=2, inner_dim=32, window=2, activation_dropout=0.2),
+        dict(num_heads=2, intermediate_dim=32, window=2, activation_dropout=0.2),
         {
             "inputs": _floats(1, (2, 5, 16)),
             "encoder_outputs": _floats(2, (2, 7, 16)),
@@ -49,7 +49,7 @@ def test_decoder_only_block_keeps_the_layer_contract(tmp_path):
     # The training step inside also proves every weight is used: no idle cross-attention.
     run_layer_test(
         DecoderBlock,
-        dict(num_heads=2, inner_dim=32, cross_attention=False, norm_first=True),
+        dict(num_heads=2, intermediate_dim=32, cross_attention=False, norm_first=True),
         {"inputs": _floats(3, (2, 5, 16)), "decoder_padding_mask": _padding([5, 3], 5)},
         expected_output_shape=((2, 5, 16), (2, 2, 5, 5)),
         call_kwargs=dict(return_attention_scores=True),
@@ -58,7 +58,7 @@ def test_decoder_only_block_keeps_the_layer_contract(tmp_path):
 
 
 def test_decoder_only_block_has_no_cross_attention_and_refuses_encoder_inputs():
-    block = DecoderBlock(num_heads=2, inner_dim=32, cross_attention=False)
+    block = DecoderBlock(num_heads=2, intermediate_dim=32, cross_attention=False)
     block(_floats(4, (1, 3, 16)))
     assert not [w.path for w in block.weights if "cross" in w.path]
     assert block.get_config()["cross_attention"] is False
@@ -68,7 +68,7 @@ def test_decoder_only_block_has_no_cross_attention_and_refuses_encoder_inputs():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_the_references_decoder_only_block_steps_equal_the_full_pass(norm_first):
-    block = DecoderBlock(num_heads=2, inner_dim=32, cross_attention=False, norm_first=norm_first)
+    block = DecoderBlock(num_heads=2, intermediate_dim=32, cross_attention=False, norm_first=norm_first)
     inputs = _floats(6, (2, 5, 16))
     full = np.asarray(block(inputs))
     cache = keras.ops.zeros((2, 2, 2, 5, 8))
@@ -85,8 +85,8 @@ def _masked_embeddings(tokens):
 @pytest.mark.parametrize(
     "make_block, explicit",
     [
-        (lambda: EncoderBlock(num_heads=2, inner_dim=32), "padding_mask"),
-        (lambda: DecoderBlock(num_heads=2, inner_dim=32, cross_attention=False),
+        (lambda: EncoderBlock(num_heads=2, intermediate_dim=32), "padding_mask"),
+        (lambda: DecoderBlock(num_heads=2, intermediate_dim=32, cross_attention=False),
          "decoder_padding_mask"),
     ],
 )

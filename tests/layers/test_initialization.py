@@ -35,7 +35,7 @@ def _equal_pairs(kernels):
 
 
 def _built_decoder_block(**kwargs):
-    block = DecoderBlock(num_heads=2, inner_dim=32, **kwargs)
+    block = DecoderBlock(num_heads=2, intermediate_dim=32, **kwargs)
     block.build((2, 5, 16), (2, 7, 16))
     return block
 
@@ -52,7 +52,7 @@ def test_no_two_kernels_of_a_block_start_equal(block_class):
     if block_class is DecoderBlock:
         block = _built_decoder_block()
     else:
-        block = EncoderBlock(num_heads=2, inner_dim=16)
+        block = EncoderBlock(num_heads=2, intermediate_dim=16)
         block.build((2, 5, 16))
     kernels = _kernels(block)
     # Self-attention (4) [+ cross-attention (4)] + two feed-forward kernels, the

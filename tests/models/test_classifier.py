@@ -46,13 +46,13 @@ def test_keras_mask_path_equals_the_explicit_padding_mask_path():
     mask anywhere, give the classifier's logits."""
     model = _model()
     tokens = _rows(2, [6, 3], 6)
-    table = model.get_layer("token_embedding").embeddings
+    table = model.backbone.get_layer("source_embedding").embeddings
     embedding = keras.layers.Embedding(VOCAB, table.shape[1], mask_zero=True)
     embedding.build((None, None))
     embedding.set_weights([np.asarray(table)])
-    x = model.get_layer("positions")(embedding(tokens))
-    for i in range(model.config.num_encoder_layers):
-        x = model.get_layer(f"encoder_block_{i}")(x)
+    x = model.backbone.get_layer("source_positions")(embedding(tokens))
+    for i in range(model.config.encoder.num_layers):
+        x = model.backbone.get_layer(f"encoder_block_{i}")(x)
     pooled = keras.layers.GlobalAveragePooling1D()(x)
     logits = model.get_layer("classifier_head")(pooled)
     np.testing.assert_allclose(np.asarray(logits), np.asarray(model(tokens)), atol=1e-5)

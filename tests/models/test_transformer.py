@@ -2,7 +2,7 @@ import numpy as np
 import keras
 import pytest
 
-from keras_transformer.models import TransformerConfig, build_transformer, preset
+from keras_transformer.models import BackboneConfig, build_transformer, preset
 
 
 def _tiny(**overrides):
@@ -49,7 +49,8 @@ def test_extra_padding_on_either_input_does_not_change_real_logits():
 
 def test_model_round_trips_through_config_and_keras_file(tmp_path):
     rng = np.random.default_rng(2)
-    model = _tiny(positional_encoding="learned", tie_output_embedding=False, window=[3, None, 2, None])
+    model = _tiny(positional_encoding="learned", tie_output_embedding=False,
+                  encoder_window=[3, None], decoder_window=[2, None])
     inputs = {"encoder_tokens": _tokens(rng, 2, 7, 40), "decoder_tokens": _tokens(rng, 2, 5, 50)}
     expected = np.asarray(model(inputs))
 
@@ -106,12 +107,10 @@ def test_mixed_bfloat16_forward_is_finite_and_close_to_float32():
 
 def test_presets_match_the_paper():
     base, big = preset("base"), preset("big")
-    assert (base.num_encoder_layers, base.d_model, base.num_heads, base.d_ff, base.dropout) == (
-        6, 512, 8, 2048, 0.1,
-    )
-    assert (big.num_decoder_layers, big.d_model, big.num_heads, big.d_ff, big.dropout) == (
-        6, 1024, 16, 4096, 0.3,
-    )
+    assert (base.encoder.num_layers, base.decoder.num_layers, base.d_model, base.num_heads,
+            base.intermediate_dim, base.dropout) == (6, 6, 512, 8, 2048, 0.1)
+    assert (big.encoder.num_layers, big.decoder.num_layers, big.d_model, big.num_heads,
+            big.intermediate_dim, big.dropout) == (6, 6, 1024, 16, 4096, 0.3)
 
 
 def test_small_preset_feed_forwards_compute_silu_and_the_papers_presets_relu():
@@ -119,8 +118,8 @@ def test_small_preset_feed_forwards_compute_silu_and_the_papers_presets_relu():
     probe = keras.ops.convert_to_tensor(np.linspace(-3.0, 3.0, 13, dtype="float32"))
     for name, expected in (("small", keras.activations.silu), ("base", keras.activations.relu)):
         model = build_transformer(name, source_vocab_size=40, target_vocab_size=50)
-        blocks = [layer for layer in model.layers if hasattr(layer, "feed_forward")]
-        assert len(blocks) == model.config.num_encoder_layers + model.config.num_decoder_layers
+        blocks = [layer for layer in model.backbone.layers if hasattr(layer, "feed_forward")]
+        assert len(blocks) == model.config.encoder.num_layers + model.config.decoder.num_layers
         for block in blocks:
             np.testing.assert_allclose(
                 keras.ops.convert_to_numpy(block.feed_forward.activation(probe)),
@@ -133,7 +132,7 @@ def test_feed_forward_hidden_dropout_follows_activation_dropout_not_dropout():
     for activation_dropout in (0.0, 0.2):
         config = preset("tiny", dropout=0.3, activation_dropout=activation_dropout)
         model = build_transformer(config)
-        blocks = [layer for layer in model.layers if hasattr(layer, "feed_forward")]
+        blocks = [layer for layer in model.backbone.layers if hasattr(layer, "feed_forward")]
         assert blocks and all(b.dropout == 0.3 for b in blocks)
         assert all(b.feed_forward.dropout == activation_dropout for b in blocks)
 
@@ -146,13 +145,15 @@ def test_feed_forward_hidden_dropout_follows_activation_dropout_not_dropout():
         (dict(num_heads=-1), r"num_heads.*positive"),
         (dict(dropout=-0.1), r"dropout"),
         (dict(activation_dropout=1.0), r"activation_dropout"),
-        (dict(window=[1, 2]), r"window"),
+        (dict(decoder_window=[1, 2, 3]), r"window"),
+        (dict(intermediate_dim=0), r"intermediate_dim"),
+        (dict(attention_activation="sigmoid"), r"attention_activation"),
         (dict(share_vocabulary=True, source_vocab_size=10, target_vocab_size=12), "share_vocabulary"),
     ],
 )
 def test_bad_config_values_are_rejected_with_the_argument_named(overrides, message):
     with pytest.raises(ValueError, match=message):
-        TransformerConfig(**{**preset("tiny").to_dict(), **overrides})
+        BackboneConfig.from_dict(preset("tiny").to_dict()).replace(**overrides)
 
 
 def test_unknown_preset_lists_the_accepted_names():
@@ -162,7 +163,7 @@ def test_unknown_preset_lists_the_accepted_names():
 
 def test_summary_names_every_layer():
     lines = []
-    _tiny().summary(print_fn=lambda line, **_: lines.append(line))
+    _tiny().summary(expand_nested=True, print_fn=lambda line, **_: lines.append(line))
     text = "\n".join(lines)
     for name in ("encoder_block_1", "decoder_block_1", "source_positions", "logits"):
         assert name in text

@@ -37,8 +37,8 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     config = RunFolder(run_dir).config
     assert config["preset"] == "tiny"
     assert config["model"]["d_model"] == 32
-    assert config["model"]["source_vocab_size"] == SLICE["source_vocab_size"]
-    assert config["model"]["target_vocab_size"] == SLICE["target_vocab_size"]
+    assert config["model"]["encoder"]["vocab_size"] == SLICE["source_vocab_size"]
+    assert config["model"]["decoder"]["vocab_size"] == SLICE["target_vocab_size"]
     assert config["data"]["source_language"] == "zh" and config["data"]["target_language"] == "en"
     assert config["training"]["token_budget"] == FAST["token_budget"]
     assert config["training"]["label_smoothing"] == 0.1
@@ -99,15 +99,15 @@ def test_resuming_with_another_preset_is_refused(fresh_run):
 def test_shape_flags_change_a_new_runs_preset_and_a_resumed_run_keeps_its_shape(tmp_path, capsys):
     run_dir = tmp_path / "shape"
     flags = ["--num-encoder-layers", "1", "--num-decoder-layers", "3", "--d-model", "16",
-             "--num-heads", "4", "--d-ff", "24"]
+             "--num-heads", "4", "--intermediate-dim", "24"]
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", *flags]) == 0
     stored = RunFolder(run_dir).config["model"]
-    assert [stored[name] for name in (
-        "num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")] == [1, 3, 16, 4, 24]
+    assert [stored["encoder"]["num_layers"], stored["decoder"]["num_layers"], *(stored[name] for name in (
+        "d_model", "num_heads", "intermediate_dim"))] == [1, 3, 16, 4, 24]
     # The built model has that shape (the tiny preset's is 2 + 2 blocks, width 32, 2 heads).
     model = keras.saving.load_model(run_dir / "model.keras")
-    encoders = [layer for layer in model.layers if isinstance(layer, EncoderBlock)]
-    decoders = [layer for layer in model.layers if isinstance(layer, DecoderBlock)]
+    encoders = [layer for layer in model.backbone.layers if isinstance(layer, EncoderBlock)]
+    decoders = [layer for layer in model.backbone.layers if isinstance(layer, DecoderBlock)]
     assert (len(encoders), len(decoders)) == (1, 3)
     attention = decoders[0].self_attention
     assert (attention.num_heads, attention.head_dim) == (4, 4)
@@ -115,9 +115,12 @@ def test_shape_flags_change_a_new_runs_preset_and_a_resumed_run_keeps_its_shape(
     capsys.readouterr()
 
     # Another shape on the existing run is refused in one line.
-    assert cli.main(["train", "--run", str(run_dir), "--d-ff", "32", "--verbose", "0"]) == 2
+    assert cli.main(["train", "--run", str(run_dir), "--intermediate-dim", "32", "--verbose", "0"]) == 2
     error = capsys.readouterr().err
-    assert "--d-ff 32 (the run has 24)" in error and "Traceback" not in error
+    assert "--intermediate-dim 32 (the run has 24)" in error and "Traceback" not in error
+    assert cli.main(["train", "--run", str(run_dir), "--num-decoder-layers", "2", "--verbose", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--num-decoder-layers 2 (the run has 3)" in error and "Traceback" not in error
 
     # Heads that do not divide the width are refused before anything is written.
     bad = tmp_path / "bad"
@@ -126,9 +129,9 @@ def test_shape_flags_change_a_new_runs_preset_and_a_resumed_run_keeps_its_shape(
     assert "num_heads" in error and "Traceback" not in error
     assert not bad.exists()
     with pytest.raises(SystemExit) as exit:  # argparse's one-line usage error
-        cli.main([*TRAIN_ARGS, "--run", str(bad), "--d-ff", "0.5"])
+        cli.main([*TRAIN_ARGS, "--run", str(bad), "--intermediate-dim", "0.5"])
     assert exit.value.code == 2
-    assert "argument --d-ff: invalid int value" in capsys.readouterr().err
+    assert "argument --intermediate-dim: invalid int value" in capsys.readouterr().err
     assert not bad.exists()
 
 
@@ -141,7 +144,7 @@ def test_model_flags_set_a_new_runs_dropouts_and_a_resumed_run_keeps_its_model(t
         0.2, 0.15, 0.05)
     # The built model's blocks carry the rates (the tiny preset's own are 0, 0, 0).
     model = keras.saving.load_model(run_dir / "model.keras")
-    blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
+    blocks = [layer for layer in model.backbone.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
     assert len(blocks) == 4
     for block in blocks:
         assert (block.dropout, block.attention_dropout, block.activation_dropout) == (0.2, 0.15, 0.05)
@@ -167,7 +170,7 @@ def test_norm_first_switch_builds_a_pre_ln_run_and_a_resumed_run_keeps_it(tmp_pa
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", "--norm-first"]) == 0
     assert RunFolder(run_dir).config["model"]["norm_first"] is True
     model = keras.saving.load_model(run_dir / "model.keras")
-    blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
+    blocks = [layer for layer in model.backbone.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
     assert len(blocks) == 4 and all(block.norm_first for block in blocks)
     capsys.readouterr()
 
@@ -184,7 +187,7 @@ def test_activation_flag_sets_a_new_runs_feed_forward_and_a_resumed_run_keeps_it
     assert cli.main([*TRAIN_ARGS, "--run", str(run_dir), "--max-steps", "1", "--activation", "gelu"]) == 0
     assert RunFolder(run_dir).config["model"]["activation"] == "gelu"
     model = keras.saving.load_model(run_dir / "model.keras")
-    blocks = [layer for layer in model.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
+    blocks = [layer for layer in model.backbone.layers if isinstance(layer, (EncoderBlock, DecoderBlock))]
     assert len(blocks) == 4
     probe = np.linspace(-3.0, 3.0, 7, dtype="float32")
     for block in blocks:
