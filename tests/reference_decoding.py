@@ -67,7 +67,7 @@ def attend_with_cache(layer, query, cache, cache_index=None, context_padding_mas
         query_offset=query_offset,
     )
     attended, weights = scaled_dot_product_attention(
-        query_heads, key_heads, value_heads, mask=mask, normalize=layer.normalize
+        query_heads, key_heads, value_heads, mask=mask, attention_activation=layer.attention_activation
     )
     return layer.output_dense(layer._merge_heads(attended)), weights, cache
 
