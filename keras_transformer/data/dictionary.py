@@ -19,12 +19,6 @@ from keras_transformer.data.corpus import PathLike
 from keras_transformer.data.corpus import SentencePair
 from keras_transformer.data.corpus import read_tsv
 
-# What `tagged` puts before an entry's word: a private-use character, which no real
-# sentence holds, so that the model can tell a word's gloss from a sentence's
-# translation (as tagged back-translation tells synthetic pairs from real ones,
-# Caswell et al., 2019); sentences to translate never carry it.
-DICTIONARY_TAG = "\ue000"
-
 # The dictionaries shipped in data/, by language pair (either direction).
 BUNDLED_DICTIONARIES = {
     frozenset(("zh", "en")): Path(__file__).resolve().parents[2] / "data" / "cc-cedict" / "cedict.tsv",
@@ -84,8 +78,3 @@ def entries_in(entries: Iterable[SentencePair], sentences: Sequence[str]) -> lis
         for start in range(len(sentence) - length + 1)
     }
     return [entry for entry in entries if entry.source in present]
-
-
-def tagged(entries: Iterable[SentencePair], tag: str = DICTIONARY_TAG) -> list[SentencePair]:
-    """The entries with `tag` before each source word (see `DICTIONARY_TAG`)."""
-    return [SentencePair(tag + entry.source, entry.target) for entry in entries]

@@ -26,22 +26,17 @@ TO_SOURCE_TAG = "\ue002"  # "translate into the run's source language"
 DIRECTION_TAGS = (TO_TARGET_TAG, TO_SOURCE_TAG)
 
 
-def both_directions(
-    pairs: Iterable[SentencePair], reversible: Iterable[SentencePair] | None = None
-) -> list[SentencePair]:
+def both_directions(pairs: Iterable[SentencePair]) -> list[SentencePair]:
     """The training pairs of a bidirectional run.
 
     Args:
-        pairs: (source, target) training pairs, taught source → target.
-        reversible: the pairs also taught target → source (None: all of `pairs`;
-            a dictionary's tagged words, for one, are reversed untagged).
+        pairs: (source, target) training pairs.
 
     Returns:
-        `pairs` with `TO_TARGET_TAG` before each source, then `reversible` turned
+        `pairs` with `TO_TARGET_TAG` before each source, then the same pairs turned
         around (target, source) with `TO_SOURCE_TAG` before each target.
     """
     pairs = list(pairs)
-    reversible = pairs if reversible is None else list(reversible)
     return [SentencePair(TO_TARGET_TAG + pair.source, pair.target) for pair in pairs] + [
-        SentencePair(TO_SOURCE_TAG + pair.target, pair.source) for pair in reversible
+        SentencePair(TO_SOURCE_TAG + pair.target, pair.source) for pair in pairs
     ]

@@ -222,7 +222,6 @@ def make_training_dataset(
     batching: str = "buckets",
     width_step: int = 1,
     word_dropout: float = 0.0,
-    concatenation: float = 0.0,
 ) -> tf.data.Dataset:
     """Token-budgeted, length-bucketed, shuffled batches for training.
 
@@ -257,9 +256,6 @@ def make_training_dataset(
             (`_batch_plan`): under XLA, the widths `pad_to_static_shapes` pads to.
         word_dropout: Each source token (not a tag) becomes UNK with this
             probability, drawn afresh each epoch (`with_word_dropout`; 0: none).
-        concatenation: Each two neighbours of an epoch's shuffled examples become
-            one example with this probability, drawn afresh each epoch
-            (`with_concatenation`; 0: none).
 
     Returns:
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
@@ -287,9 +283,6 @@ def make_training_dataset(
         shuffle_buffer=shuffle_buffer,
         seed=seed,
         cache=cache,
-        examples_fn=lambda examples: with_concatenation(
-            examples, concatenation, seed, max_source_length, max_target_length
-        ),
     )
     dataset = with_word_dropout(dataset, word_dropout, seed, source_tokenizer.first_text_id)
     return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
@@ -348,89 +341,9 @@ def with_word_dropout(
     return tf.data.Dataset.zip((dataset, draws)).map(drop)
 
 
-def join_examples(encoder, decoder, labels):
-    """Two tokenized examples as one: the sources and the targets each concatenated.
-
-    Args:
-        encoder: int32 RaggedTensor (2, None), the two sources' ids.
-        decoder: int32 RaggedTensor (2, None), ``[BOS] + ids`` of each target.
-        labels: int32 RaggedTensor (2, None), ``ids + [EOS]`` of each target.
-
-    Returns:
-        ``(encoder, decoder, labels)`` RaggedTensors (1, None): the sources' ids one
-        after the other, ``[BOS] + ids1 + ids2`` and ``ids1 + ids2 + [EOS]``.
-    """
-    first_length = labels.row_lengths()[0]  # len(ids1) + 1, as long as the first decoder row
-    decoder_ids, label_ids = decoder.flat_values, labels.flat_values
-    # Drop the second target's BOS from the decoder tokens and the first one's EOS
-    # from the labels, so the joined target reads as one sentence.
-    joined = (
-        encoder.flat_values,
-        tf.concat([decoder_ids[:first_length], decoder_ids[first_length + 1 :]], 0),
-        tf.concat([label_ids[: first_length - 1], label_ids[first_length:]], 0),
-    )
-    return tuple(
-        tf.RaggedTensor.from_row_lengths(ids, tf.size(ids, out_type=tf.int64)[None])
-        for ids in joined
-    )
-
-
-def with_concatenation(
-    dataset: tf.data.Dataset,
-    rate: float,
-    seed: int,
-    max_source_length: int,
-    max_target_length: int,
-) -> tf.data.Dataset:
-    """Sentence concatenation: neighbouring examples joined into longer ones.
-
-    A data augmentation for a small corpus (Kondo et al., 2021, "Sentence
-    Concatenation Approach to Data Augmentation for Neural Machine Translation";
-    Nguyen et al., 2021, "Data Augmentation by Concatenation for Low-Resource
-    Translation"): the model sees longer sentences than the corpus holds, and each
-    sentence at other positions, meant for a corpus of short sentences whose
-    translations of long ones come out short (on the bundled corpus it does not pay:
-    -0.7 BLEU; docs/experiments.md). The examples go in twos (neighbours in an epoch's
-    shuffled order); each two become one example (`join_examples`) with probability
-    ``rate`` when the joined source and target fit the length limits, else both
-    stay as they are. So every example is seen once an epoch, alone or in a join,
-    and an epoch keeps its tokens but a BOS and an EOS per join. Each iteration (an
-    epoch) draws anew; the sequence of draws is the same for the same seed.
-
-    Args:
-        dataset: tokenized examples ``(encoder (S,), decoder (T,), labels (T,))``.
-        rate: The probability that two neighbours are joined, in [0, 1); 0 returns
-            ``dataset`` unchanged.
-        seed: Seed of the draws.
-        max_source_length: Longest source a join may have.
-        max_target_length: Longest decoder input (and labels) a join may have.
-    """
-    if not rate:
-        return dataset
-    draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-
-    def pair_up(pair, draw):
-        encoder, decoder, labels = pair  # RaggedTensors (2, None); (1, None) for an odd last one
-        join = (
-            (encoder.nrows() == 2)
-            & (tf.reduce_sum(encoder.row_lengths()) <= max_source_length)
-            & (tf.reduce_sum(labels.row_lengths()) - 1 <= max_target_length)
-            & (tf.random.stateless_uniform([], tf.stack([draw, 0])) < rate)
-        )
-        return tf.cond(join, lambda: join_examples(*pair), lambda: pair)
-
-    return (
-        tf.data.Dataset.zip((dataset.ragged_batch(2), draws))
-        .map(pair_up)
-        .unbatch()
-        .map(_identity)  # plain (None,) tensors again, as `_tokenized` gives
-    )
-
-
 def _batched(
     dataset, sequences, padding_values, max_length, size, token_budget, batching="buckets",
     width_step=1, bucket_boundaries=None, shuffle=True, shuffle_buffer=None, seed=0, cache=True,
-    examples_fn=None,
 ):
     """Caches, shuffles and groups tokenized examples into token-budgeted batches.
 
@@ -445,9 +358,6 @@ def _batched(
         padding_values: one per tensor of an example.
         max_length: longest example length.
         size: number of examples (the whole-corpus shuffle buffer).
-        examples_fn: None, or a function of the dataset of each epoch's shuffled
-            examples that returns the examples to batch (after the cache, so it
-            runs every epoch).
         Others: as `make_training_dataset`'s.
 
     Returns:
@@ -467,8 +377,6 @@ def _batched(
         dataset = dataset.cache(cache if isinstance(cache, str) else "")
     if shuffle:
         dataset = dataset.shuffle(shuffle_buffer or max(size, 1), seed=seed, reshuffle_each_iteration=True)
-    if examples_fn is not None:
-        dataset = examples_fn(dataset)
     if batching == "sorted":
         return _sorted_batches(
             dataset, sequences, padding_values, size, token_budget, width_step, shuffle, seed

@@ -423,25 +423,6 @@ class Task:
         """
         raise NotImplementedError
 
-    @classmethod
-    def check_training(cls, training, data_options):
-        """Refuses settings a run of this task cannot train with (before anything is written).
-
-        Args:
-            training: the `TrainingConfig`.
-            data_options: the new run's data options (or `data_options` of a stored run).
-        """
-        if training.concatenation:
-            raise ValueError(
-                f"--concatenate joins sentence pairs, for a translator; this run's task is "
-                f"{cls.name!r} (train it without --concatenate)."
-            )
-
-    @classmethod
-    def data_options(cls, config):
-        """The "data" settings of a stored run config that `check_training` reads."""
-        return {}
-
     def export_parts(self, beam, alpha, coverage, max_length, xla, parallel_searches,
                      max_new_tokens):
         """The export module of this model and the manifest entries that describe it.

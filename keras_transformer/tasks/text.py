@@ -208,7 +208,7 @@ class TextTask(Task):
 
         refuse_options(args, ("source_file", "target_file", "src", "tgt", "src_column",
                               "tgt_column", "source_vocab_size", "target_vocab_size",
-                              "joint_vocabulary", "dictionary_tag", "bidirectional"), cls.name)
+                              "joint_vocabulary", "bidirectional"), cls.name)
         options = dict(max_examples=args.max_pairs, split_seed=args.split_seed,
                        vocab_size=args.vocab_size)
         return cls._data_file(args), options

@@ -43,7 +43,6 @@ def prepare_run(
     target_vocab_size=None,
     joint_vocabulary=False,
     dictionary=None,
-    dictionary_tag=False,
     bidirectional=False,
     model_overrides=None,
     init_from=None,
@@ -70,8 +69,6 @@ def prepare_run(
         dictionary: path of a dictionary TSV (`keras_transformer.data.dictionary`):
             its entries whose word occurs in a training source sentence join the
             training split (never validation or test).
-        dictionary_tag: mark those entries' sources with `DICTIONARY_TAG`, so that
-            the model learns glosses apart from sentences.
         bidirectional: train both directions in one model, each source tagged
             with its output language (`keras_transformer.data.directions`); one
             vocabulary for both languages, tied embeddings.
@@ -117,19 +114,15 @@ def prepare_run(
             f"{len(split.validation)} for validation; use a larger corpus."
         )
 
-    dictionary_pairs = tagged_pairs = []
+    dictionary_pairs = []
     if dictionary is not None:
         from keras_transformer.data.dictionary import entries_in
         from keras_transformer.data.dictionary import read_dictionary
 
-        dictionary_pairs = tagged_pairs = entries_in(
+        dictionary_pairs = entries_in(
             read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
         )
-        if dictionary_tag:
-            from keras_transformer.data.dictionary import tagged
-
-            tagged_pairs = tagged(dictionary_pairs)
-    train = split.train + tagged_pairs
+    train = split.train + dictionary_pairs
     source_prefix, source_symbols = "", ()
     if bidirectional:
         from keras_transformer.data.directions import DIRECTION_TAGS
@@ -137,7 +130,7 @@ def prepare_run(
         from keras_transformer.data.directions import both_directions
 
         joint_vocabulary = True  # each side reads and writes both languages
-        train = both_directions(train, reversible=split.train + dictionary_pairs)
+        train = both_directions(train)
         source_prefix, source_symbols = TO_TARGET_TAG, DIRECTION_TAGS
     split = dataclasses.replace(split, train=train)
     for part in ("train", "validation", "test"):
@@ -200,8 +193,7 @@ def prepare_run(
             "target_tokenizer": os.path.basename(target_path),
             "joint_vocabulary": bool(joint_vocabulary),
             "dictionary": None if dictionary is None else {
-                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
-                "tagged": bool(dictionary_tag)},
+                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs)},
             "bidirectional": bool(bidirectional),
             # What the source tokenizer puts before every sentence (`RunFolder.tokenizers`).
             "source_prefix": source_prefix,
@@ -251,7 +243,6 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         seed=seed,
         sample_alpha=config.subword_sampling,
         word_dropout=config.word_dropout,
-        concatenation=config.concatenation,
         **lengths,
     )
     validation = make_eval_dataset(
@@ -506,29 +497,9 @@ class Translator(Task):
             target_vocab_size=args.target_vocab_size,
             joint_vocabulary=args.joint_vocabulary,
             dictionary=_dictionary(args.dictionary, src, tgt),
-            dictionary_tag=args.dictionary_tag,
             bidirectional=args.bidirectional,
         )
-        if args.dictionary_tag and options["dictionary"] is None:
-            raise ValueError(
-                f"--dictionary-tag needs a dictionary, and --dictionary {args.dictionary} gives "
-                f"none for {src}→{tgt}; name one with --dictionary TSV."
-            )
         return pair_files(args, default_languages=DEFAULT_LANGUAGES), options
-
-    @classmethod
-    def check_training(cls, training, data_options):
-        """Refuses settings a run of this task cannot train with (before anything is written)."""
-        if training.concatenation and data_options.get("bidirectional"):
-            raise ValueError(
-                "--concatenate would join pairs of opposite directions in a bidirectional run; "
-                "train it without --concatenate."
-            )
-
-    @classmethod
-    def data_options(cls, config):
-        """The "data" settings of a stored run config that training checks read."""
-        return {"bidirectional": config["data"].get("bidirectional")}
 
 
 def _dictionary(choice, src, tgt):

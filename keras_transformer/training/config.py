@@ -132,86 +132,103 @@ class TrainingConfig:
         check=_positive_int,
     )
     max_steps: int | None = _setting(
-        None, "stop once the optimizer has taken this many steps, counted over the whole run "
-        "(unset: no limit), so that A/B runs compare at the same step",
+        None, "a step budget: stop once the optimizer has taken this many steps, counted over "
+        "the whole run (unset: no limit), so that runs on different machines compare at the "
+        "same step",
         check=_optional(_positive_int),
     )
     token_budget: int = _setting(
-        4096, "most (padded) tokens per global batch", flag="batch-tokens", check=_positive_int
+        4096, "most (padded) tokens per global batch: batches sized by tokens, not sentences, "
+        "as in the Transformer paper (Vaswani et al., 2017)", flag="batch-tokens",
+        check=_positive_int,
     )
     batching: str = _setting(
         "buckets", "how examples become batches: buckets (a fixed batch size per length "
         "bucket) or sorted (each epoch sorted by length and cut into full batches: less "
-        "padding, but see docs/experiments.md)",
+        "padding, so fewer wasted tokens a step; level with buckets in BLEU, "
+        "docs/experiments.md)",
         choices=BATCHINGS, check=_one_of(BATCHINGS),
     )
     warmup_steps: int = _setting(
-        DEFAULT_WARMUP_STEPS, "learning-rate warmup steps", check=_positive_int
+        DEFAULT_WARMUP_STEPS, "steps of linear learning-rate warmup (Vaswani et al., 2017); "
+        "fewer for a short run, more for a large corpus", check=_positive_int,
     )
     lr_scale: float = _setting(
-        DEFAULT_SCALE, "learning-rate schedule factor", check=_positive_number
+        DEFAULT_SCALE, "factor of the learning-rate schedule (Vaswani et al., 2017): the peak "
+        "rate is scale × (d_model × warmup steps)^-0.5", check=_positive_number,
     )
     lr_decay: str = _setting(
-        "rsqrt", "learning-rate decay after the warmup: rsqrt (the paper's) or linear (to 0 "
-        "at --max-steps, which it needs)",
+        "rsqrt", "learning-rate decay after the warmup: rsqrt (the Transformer paper's) or "
+        "linear (to 0 at --max-steps, which it needs: a fixed step budget's schedule, as BERT's)",
         choices=LR_DECAYS, check=_one_of(LR_DECAYS),
     )
-    label_smoothing: float = _setting(0.1, "label smoothing ε of the loss", check=_probability)
+    label_smoothing: float = _setting(
+        0.1, "label smoothing ε of the loss (Szegedy et al., 2016)", check=_probability
+    )
     loss_weighting: str = _setting(
-        "token", "what weighs the same in the gradient: each batch (its mean over real "
-        "tokens) or each real token (the token sum over --batch-tokens, so a fuller batch "
-        "weighs more; for a classifier, each example); the loss shown is the mean either way",
+        "token", "loss normalization, what weighs the same in the gradient: each batch (its "
+        "mean over real tokens) or each real token (the token sum over --batch-tokens, so a "
+        "fuller batch weighs more, as fairseq's per-token loss; for a classifier, each "
+        "example); the loss shown is the mean either way",
         choices=LOSS_WEIGHTINGS, check=_one_of(LOSS_WEIGHTINGS),
     )
     subword_sampling: float | None = _setting(
-        None, "subword regularization: each epoch samples every training sentence's "
-        "SentencePiece segmentation with this α in (0, 1] (unset: the most likely pieces)",
+        None, "subword regularization (Kudo, 2018): each epoch samples every training "
+        "sentence's SentencePiece segmentation with this α in (0, 1] (unset: the most likely "
+        "pieces)",
         check=_optional(_sampling_alpha),
     )
     word_dropout: float = _setting(
-        0.0, "word dropout: each token of the model's input text in a training batch (a "
+        0.0, "word dropout (Sennrich and Zhang, 2019), a regularizer for a small corpus: each "
+        "token of the model's input text in a training batch (a "
         "translator's source, a language model's or classifier's text; never the labels) "
         "becomes UNK with this probability, drawn afresh each epoch (0: none)",
         check=_probability,
     )
-    concatenation: float = _setting(
-        0.0, "sentence concatenation, for a translator: each epoch, every two neighbouring "
-        "training pairs (in its shuffled order) become one pair, the sources and the targets "
-        "each joined, with this probability (drawn afresh each epoch; 0: none)",
-        flag="concatenate", check=_probability,
-    )
     clipnorm: float | None = _setting(
-        None, "global gradient-norm clip (unset: no clipping)", check=_optional(_positive_number)
+        None, "gradient clipping by global norm (Pascanu et al., 2013), against loss spikes "
+        "(unset: no clipping)", check=_optional(_positive_number),
     )
     weight_decay: float = _setting(
-        0.0, "decoupled weight decay (AdamW) of the kernels and embeddings, a rate per unit "
-        "of learning rate (0: none)", check=_non_negative_number,
+        0.0, "decoupled weight decay, AdamW (Loshchilov and Hutter, 2019), of the kernels and "
+        "embeddings, a rate per unit of learning rate (0: none)", check=_non_negative_number,
     )
     jit_compile: bool | None = _setting(
-        None, "compile the training step with XLA (unset: by device, on for a GPU)",
+        None, "compile the training step with XLA, faster on a GPU (unset: by device, on for "
+        "a GPU)",
         flag="xla", check=_flag_or_none,
     )
     mixed_precision: str | None = _setting(
         None,
-        "dtype policy; none is float32 (unset: by device, mixed_bfloat16 on a GPU or a CPU "
-        "with bfloat16 instructions, else none)",
+        "mixed-precision training (Micikevicius et al., 2018) as a Keras dtype policy; none is "
+        "float32 (unset: by device, mixed_bfloat16 on a GPU or a CPU with bfloat16 "
+        "instructions, else none)",
         choices=MIXED_PRECISION_POLICIES, check=_policy,
     )
     save_freq: int | str = _setting(
-        200, "steps between step checkpoints and backups, or 'epoch' (every epoch end too)",
+        200, "steps between step checkpoints and backups, from which a stopped or killed run "
+        "resumes, or 'epoch' (every epoch end too)",
         parse=_save_freq, check=_freq,
     )
-    keep_checkpoints: int = _setting(3, "step checkpoints kept (the newest)", check=_positive_int)
+    keep_checkpoints: int = _setting(
+        3, "step checkpoints kept (the newest), to resume from", check=_positive_int
+    )
     keep_epoch_checkpoints: int = _setting(
-        5, "checkpoints kept from the ends of epochs (the newest), for the `average` command",
+        5, "checkpoints kept from the ends of epochs (the newest), for checkpoint averaging "
+        "(Vaswani et al., 2017) by the `average` command and at the end of training",
         check=_non_negative_int,
     )
     patience: int = _setting(
-        5, "epochs without a lower validation loss before stopping (0: never)",
+        5, "early stopping: epochs without a lower validation loss before stopping (0: never)",
         check=_non_negative_int,
     )
-    validation_batch_size: int = _setting(128, "sentences per validation batch", check=_positive_int)
-    seed: int = _setting(0, "seed of the initial weights, dropout and data order", check=_int)
+    validation_batch_size: int = _setting(
+        128, "sentences per validation batch (fewer for less memory)", check=_positive_int
+    )
+    seed: int = _setting(
+        0, "seed of the initial weights, dropout and data order: a run is repeatable, and "
+        "a second seed tells a real gain from chance", check=_int,
+    )
 
     def __post_init__(self):
         for field in dataclasses.fields(self):

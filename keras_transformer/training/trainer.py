@@ -342,12 +342,9 @@ def train(
         config = config or stored or TrainingConfig.for_task(task)
         if stored is not None:
             changed = config.differences(stored)
-        task_for(task).check_training(config, task_for(task).data_options(run_config))
     else:
         task = task or DEFAULT_TASK
         config = config or TrainingConfig.for_task(task)
-        # Checked before `prepare` writes the split and the tokenizers.
-        task_for(task).check_training(config, prepare_options or {})
         options = dict(prepare_options or {})
         if init_from is not None:
             from keras_transformer.tasks.base import init_source

@@ -17,16 +17,10 @@ def test_both_directions_tags_each_pair_with_its_output_language():
         SentencePair(TO_TARGET_TAG + "我", "I"), SentencePair(TO_TARGET_TAG + "你", "you"),
         SentencePair(TO_SOURCE_TAG + "I", "我"), SentencePair(TO_SOURCE_TAG + "you", "你"),
     ]
-    # What is reversed may differ from what goes forward (a tagged dictionary word
-    # is reversed untagged).
-    assert both_directions(pairs[:1], reversible=[SentencePair("好", "good")]) == [
-        SentencePair(TO_TARGET_TAG + "我", "I"), SentencePair(TO_SOURCE_TAG + "good", "好"),
-    ]
     assert TO_TARGET_TAG != TO_SOURCE_TAG
 
 
 def test_a_bidirectional_run_trains_both_ways_and_translates_its_own_way(tmp_path):
-    from keras_transformer.data.dictionary import DICTIONARY_TAG
     from keras_transformer.runs.folder import RunFolder
     from keras_transformer.training.trainer import prepare_run
 
@@ -36,7 +30,7 @@ def test_a_bidirectional_run_trains_both_ways_and_translates_its_own_way(tmp_pat
     prepare_run(str(tmp_path / "plain"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
                 source_vocab_size=1500, target_vocab_size=800, **options)
     prepare_run(str(tmp_path / "both"), str(DEFAULT_CMN_ENG_PATH), "zh", "en", "tiny",
-                bidirectional=True, dictionary_tag=True, source_vocab_size=2000, **options)
+                bidirectional=True, source_vocab_size=2000, **options)
     plain, both = RunFolder(str(tmp_path / "plain")), RunFolder(str(tmp_path / "both"))
     for part in ("validation", "test"):  # in the run's direction, untagged
         assert both.read_split(part) == plain.read_split(part)
@@ -46,7 +40,7 @@ def test_a_bidirectional_run_trains_both_ways_and_translates_its_own_way(tmp_pat
     assert word == ("我", "I")
     assert pairs == (
         [(TO_TARGET_TAG + source, target) for source, target in sentences]
-        + [(TO_TARGET_TAG + DICTIONARY_TAG + "我", "I")]
+        + [(TO_TARGET_TAG + "我", "I")]
         + [(TO_SOURCE_TAG + target, source) for source, target in sentences]
         + [(TO_SOURCE_TAG + "I", "我")]
     )

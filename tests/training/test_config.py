@@ -122,6 +122,20 @@ def test_stored_dict_round_trips_and_unknown_keys_are_refused():
         TrainingConfig.from_dict({"epochs": 4, "learning_rate": 1.0})
 
 
+@pytest.mark.parametrize("removed", [["--concatenate", "0.5"], ["--dictionary-tag"]])
+def test_removed_train_flags_are_not_accepted(removed, capsys):
+    with pytest.raises(SystemExit):
+        _train_parser().parse_args(["--run", "r", *removed])
+    assert f"unrecognized arguments: {' '.join(removed)}" in capsys.readouterr().err
+
+
+def test_every_train_flag_says_what_it_is_for():
+    # argparse keeps a parser's options in `_actions`; each one shows its help in --help.
+    missing = [action.option_strings for action in _train_parser()._actions
+               if action.option_strings and not action.help]
+    assert missing == []
+
+
 def test_cli_error_for_a_bad_setting_is_one_line(capsys, tmp_path):
     from keras_transformer import cli
 
