@@ -136,4 +136,4 @@ def decode_step(model, decoder_tokens, cache_index, self_caches, cross_caches,
         updated.append(self_cache)
     if layers.decoder_output_norm is not None:
         x = layers.decoder_output_norm(x)
-    return layers.logits(layers.target_embedding(x, reverse=True)), tuple(updated)
+    return model._project(x), tuple(updated)

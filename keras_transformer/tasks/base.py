@@ -6,7 +6,8 @@ names, length limits), its `compile()` defaults, `fit` on a `tf.data.Dataset` of
 strings, and a string-level call (`Translator.translate`, `CausalLM.generate`,
 `TextClassifier.classify`). The subclass is the one place in the package that knows
 which task a model serves: the training loop, `evaluate`, `export` and the other
-commands ask the task object (`task_for`) instead of comparing task names.
+commands ask the task object (`keras_transformer.tasks.loading.task_for`) instead of
+comparing task names.
 
 Four kinds of path name a model (`load`, `Task.from_preset`):
 
@@ -75,7 +76,7 @@ def describe_path(path):
 def read_model_config(path):
     """The config.json of the model `path` names (a preset folder, run, or export), and its folder.
 
-    An export's is that of the preset inside it (`EXPORT_PRESET_DIR`).
+    An export's is that of the preset inside it (`keras_transformer.export.writer.PRESET_DIR`).
 
     Returns:
         `(config, folder)`: the parsed config.json and the folder holding it.
@@ -84,6 +85,8 @@ def read_model_config(path):
     if kind == "preset name":
         raise ValueError(f"{path} is a preset name, not a trained model: it has no weights.")
     folder = os.fspath(path)
+    if kind == "run":
+        return RunFolder(folder).config, folder
     if kind == "export":
         from keras_transformer.export.writer import PRESET_DIR
 
@@ -192,19 +195,21 @@ class Task:
             raise ValueError(f"`weights` chooses among a run's weights; {path} is a {kind} folder.")
         if kind == "export":
             return cls._open_export(path, **options)
-        config_path = os.path.join(path, PRESET_CONFIG)
-        config = RunFolder(path).config if kind == "run" else files.read_json(config_path)
-        if config.get("task") != cls.name:
-            raise ValueError(
-                f"{path} holds a model of task {config.get('task')}; {cls.__name__}.from_preset "
-                f"needs a {cls.title} model (task {cls.name})."
-            )
+        config, folder = read_model_config(path)
+        cls._check_task(path, config.get("task"))
         if kind == "run":
-            run = RunFolder(path)
-            chosen = run.weights(weights, build_model=lambda: cls.build_model(config))
-            return cls.from_folder(run.path, config, chosen.path, weights=chosen, **options)
-        return cls.from_folder(os.fspath(path), config, os.path.join(path, PRESET_WEIGHTS),
-                               **options)
+            chosen = RunFolder(folder).weights(weights, build_model=lambda: cls.build_model(config))
+            return cls.from_folder(folder, config, chosen.path, weights=chosen, **options)
+        return cls.from_folder(folder, config, os.path.join(folder, PRESET_WEIGHTS), **options)
+
+    @classmethod
+    def _check_task(cls, path, found):
+        """Refuses a model of another task than this class's, in one line."""
+        if found != cls.name:
+            raise ValueError(
+                f"{path} holds a model of task {found}; {cls.__name__}.from_preset needs a "
+                f"{cls.title} model (task {cls.name})."
+            )
 
     @classmethod
     def _open_export(cls, path, **options):
@@ -215,11 +220,7 @@ class Task:
 
         folder = _resolve_export(path)
         manifest = read_manifest(folder)
-        if manifest.get("task") != cls.name:
-            raise ValueError(
-                f"{path} holds a model of task {manifest.get('task')}; {cls.__name__}.from_preset "
-                f"needs a {cls.title} model (task {cls.name})."
-            )
+        cls._check_task(path, manifest.get("task"))
         if options:
             raise ValueError(f"An export is loaded as it was exported; received {sorted(options)}.")
         return cls.from_export(folder, manifest, tf.saved_model.load(folder))
@@ -276,7 +277,7 @@ class Task:
         os.makedirs(folder, exist_ok=True)
         data = dict(self.config.get("data", {}))
         for entry, model_proto in self.tokenizer_files().items():
-            name = f"{entry.replace('_tokenizer', '')}.model" if entry != "tokenizer" else "tokenizer.model"
+            name = f"{entry.replace('_tokenizer', '')}.model"  # source.model, tokenizer.model
             with files.atomic_path(os.path.join(folder, name)) as temporary:
                 with open(temporary, "wb") as file:
                     file.write(model_proto)
@@ -315,17 +316,15 @@ class Task:
 
         self._ensure_model()
         training = training or TrainingConfig.for_task(self.name)
-        defaults = {
-            "optimizer": make_optimizer(
+        if "optimizer" not in compile_options:
+            compile_options["optimizer"] = make_optimizer(
                 self.config["model"]["d_model"], training.warmup_steps, training.lr_scale,
                 training.clipnorm, mixed_precision, training.lr_decay,
                 total_steps or training.max_steps, training.weight_decay,
                 self.model.trainable_variables,
-            ),
-            "loss": self.loss(training),
-            "metrics": self.metrics(),
-            "jit_compile": bool(jit_compile),
-        }
+            )
+        defaults = {"loss": self.loss(training), "metrics": self.metrics(),
+                    "jit_compile": bool(jit_compile)}
         self.model.compile(**{**defaults, **compile_options})
 
     def fit(self, x, validation_data=None, batch_size=32, **fit_options):
