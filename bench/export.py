@@ -183,7 +183,10 @@ def _export_formats(folder, run_dir, xla_modes):
                 label = "float32" if quantize == "none" else quantize
                 name = f"SavedModel {label}{', XLA' if jit else ''}, " + (
                     "greedy" if beam == 1 else "beam 4")
-                size = _folder_size(path) - _folder_size(os.path.join(path, "assets"))
+                # What a server reads: the graph and its variables (not the tokenizer assets
+                # or the preset kept for fine-tuning).
+                size = _folder_size(path) - sum(
+                    _folder_size(os.path.join(path, part)) for part in ("assets", "preset"))
                 formats[name] = {"kind": "savedmodel", "path": path, "beam": beam,
                                  "megabytes": size / 1e6}
     for quantization in CTRANSLATE2_TYPES:

@@ -8,6 +8,9 @@ per-op overhead counts as it does in a search.
 - the output projection (B, M) → (B, V) logits: the kernel laid out (M, V) once per
   search (what `models.incremental` does) versus the tied embedding table (V, M)
   multiplied with `transpose_b` on every step, for V = 8,000.
+- the feed-forward network of a step, matmul → SiLU → matmul, with SiLU as Keras
+  writes it (x·sigmoid(x), which oneDNN fuses into one `_MklSwish` kernel) versus
+  through tanh (`ops.activations`, what the step runs), batch 1 and 32.
 - attention of one query over a 32-position cache (`attend_token`, i.e.
   `ops.attention.attend_one_query`: two `BatchMatMulV3`, TensorFlow's own Eigen
   kernel, around a softmax spelled exp(log_softmax)) versus two alternatives:
@@ -68,6 +71,8 @@ def run(results, quick=False):
         _time_output_projection(results, batch_size, config.d_model, dtype, repeats)
     for batch_size in (1, 8, 32):
         _time_attention(results, batch_size, config.num_heads, head_dim, dtype, repeats)
+    for batch_size in (1, 32):
+        _time_feed_forward_activation(results, batch_size, config, dtype, repeats)
     _time_cache_layouts(results, preset, precision, repeats)
     _time_shards(results, preset, precision, repeats)
     _time_step_floor(results, preset, precision, repeats)
@@ -164,6 +169,32 @@ def _time_output_projection(results, batch_size, d_model, dtype, repeats):
     results.add("kernels", case, "(M, V) kernel laid out once (ours), per call",
                 seconds[0] * 1e6, "µs", ratio=seconds[1] / seconds[0],
                 baseline="(V, M) table with transpose_b")
+
+
+def _time_feed_forward_activation(results, batch_size, config, dtype, repeats):
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer.ops.activations import silu_through_tanh
+
+    rng = np.random.default_rng(0)
+    width = config.intermediate_dim
+    kernel = tf.constant(rng.normal(size=(config.d_model, width)) * 0.05, dtype)  # (M, F)
+    back = tf.constant(rng.normal(size=(width, config.d_model)) * 0.05, dtype)  # (F, M)
+    rows = tf.constant(rng.normal(size=(batch_size, config.d_model)), dtype)
+    # The step's feed-forward network, matmul → SiLU → matmul, chained.
+    seconds = _chained_seconds(
+        [lambda x: tf.matmul(keras.activations.silu(tf.matmul(x, kernel)), back),
+         lambda x: tf.matmul(silu_through_tanh(tf.matmul(x, kernel)), back)],
+        rows, repeats,
+    )
+    case = f"feed-forward network ({config.d_model} → {width} → {config.d_model}), " \
+           f"batch {batch_size}, {dtype}"
+    results.add("kernels", case, "SiLU as x·sigmoid(x) (the fused _MklSwish), per call",
+                seconds[0] * 1e6, "µs")
+    results.add("kernels", case, "SiLU through tanh (the step's), per call",
+                seconds[1] * 1e6, "µs", ratio=seconds[0] / seconds[1],
+                baseline="x·sigmoid(x), fused")
 
 
 def _time_attention(results, batch_size, num_heads, head_dim, dtype, repeats):

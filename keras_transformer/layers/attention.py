@@ -194,11 +194,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernels, biases = [], []
         for name in names:
             projection = dense[name]
-            factor = scale if name == "query" else 1.0
-            kernel = float_kernel(projection)
-            kernels.append(ops.reshape(kernel, (kernel.shape[0], -1)) * factor)
-            if projection.bias is not None:
-                biases.append(ops.reshape(projection.bias, (-1,)) * factor)
+            kernel = ops.reshape(float_kernel(projection), (projection.kernel.shape[0], -1))
+            bias = None if projection.bias is None else ops.reshape(projection.bias, (-1,))
+            if name == "query":  # only the queries are scaled: no multiply by 1 of the rest
+                kernel = kernel * scale
+                bias = None if bias is None else bias * scale
+            kernels.append(kernel)
+            if bias is not None:
+                biases.append(bias)
         kernel = ops.cast(ops.concatenate(kernels, axis=1), self.compute_dtype)
         bias = ops.cast(ops.concatenate(biases, axis=0), self.compute_dtype) if biases else None
         return kernel, bias

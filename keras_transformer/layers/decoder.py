@@ -13,6 +13,7 @@ from keras import ops
 from keras_transformer.layers.block import TransformerBlock
 from keras_transformer.layers.quantization import float_kernel
 from keras_transformer.ops import checks
+from keras_transformer.ops.activations import step_activation
 from keras_transformer.ops.masks import resolve_padding_mask
 from keras_transformer.ops.normalization import layer_norm
 
@@ -103,7 +104,7 @@ class DecoderBlock(TransformerBlock):
         for dense in (self.feed_forward.inner_dense, self.feed_forward.output_dense):
             kernel = ops.cast(float_kernel(dense), self.compute_dtype)
             bias = None if dense.bias is None else ops.cast(dense.bias, self.compute_dtype)
-            feed_forward.append((kernel, bias, dense.activation))
+            feed_forward.append((kernel, bias, step_activation(dense.activation)))
         return {
             "self_attention": self.self_attention.decoding_weights(),
             "cross_attention": (

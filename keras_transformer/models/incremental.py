@@ -11,6 +11,7 @@ position table, the output projection, the cache's scatter indices), and
 """
 
 import dataclasses
+import math
 
 import tensorflow as tf
 from keras import ops
@@ -71,9 +72,10 @@ def start_decoder(stack, batch_size, max_length, grow=False):
     if embedding.reverse_dtype is not None:
         output_kernel = tf.cast(output_kernel, embedding.reverse_dtype)
     signal = ops.cast(stack.positions.position_signal(max_length), embedding.compute_dtype)
-    embedding_rows = float_embeddings(embedding)
-    if stack.positions.scale_embeddings:  # once per search, not once per step
-        embedding_rows = embedding_rows * ops.cast(stack.d_model**0.5, embedding_rows.dtype)
+    # The table is scaled by √M row by row as a step gathers it (one multiply of
+    # (B, M)), not whole once per search: a search reads a few dozen rows, and
+    # scaling all V of them costs as much as several steps at batch 1.
+    scale = math.sqrt(stack.d_model) if stack.positions.scale_embeddings else None
     state = {
         "weights": [block.decoding_weights() for block in stack.blocks],
         "cross_caches": [None] * len(stack.blocks),
@@ -81,7 +83,8 @@ def start_decoder(stack, batch_size, max_length, grow=False):
         "positions": signal,
         # None: the caches grow (`append_search_cache`).
         "cache_indices": None if grow else search_cache_indices(batch_size, stack.num_heads),
-        "embeddings": ops.cast(embedding_rows, embedding.compute_dtype),
+        "embeddings": ops.cast(float_embeddings(embedding), embedding.compute_dtype),
+        "embedding_scale": scale,  # a Python float or None
         "output_kernel": output_kernel,  # (M, V)
     }
     return cache, state
@@ -106,9 +109,12 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
         float32 summing to 1 over the source's real tokens.
     """
     embedding = stack.embedding
-    # Both tables were read (the embeddings scaled) once per search (`start_decoder`):
-    # a step gathers rows.
-    x = tf.gather(state["embeddings"], tokens) + tf.gather(state["positions"], index)
+    # Both tables were read once per search (`start_decoder`): a step gathers rows,
+    # scaled as `PositionalEncoding` scales its inputs.
+    x = tf.gather(state["embeddings"], tokens)
+    if state["embedding_scale"] is not None:
+        x = x * ops.cast(state["embedding_scale"], x.dtype)
+    x = x + tf.gather(state["positions"], index)
     growing = state["cache_indices"] is None
     if growing:
         # After this step's append the cache holds positions 0 .. index: all of them

@@ -201,3 +201,17 @@ def test_a_step_attends_by_eigens_batched_matmul_not_onednns_or_the_fused_softma
     assert counts["BatchMatMulV3"] == 2 * 2 * model.config.decoder.num_layers, counts
     # One exp(log_softmax) per attention (self and cross, per layer), one for the vocabulary.
     assert counts["LogSoftmax"] == 2 * model.config.decoder.num_layers + 1, counts
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam_search"])
+def test_a_silu_step_writes_sigmoid_through_tanh_which_onednn_does_not_fuse(method):
+    # x·sigmoid(x) becomes one _MklSwish kernel, as slow as the layer's matmul on a
+    # step's few rows (bench/README.md): the step spells SiLU through tanh.
+    from bench.decoding import step_op_counts
+
+    keras.utils.set_random_seed(0)
+    model = build_transformer("tiny", source_vocab_size=30, target_vocab_size=30,
+                              activation="silu")
+    counts = step_op_counts(SequenceSearch(model, max_length=7), method)
+    assert counts["Sigmoid"] == 0, counts
+    assert counts["Tanh"] == model.config.decoder.num_layers, counts
