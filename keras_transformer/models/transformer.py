@@ -101,15 +101,15 @@ class Seq2SeqTransformer(keras.Model):
             for the search.
         """
         layers = self.backbone
-        if repeats > 1:
-            encoder_outputs, encoder_padding_mask = (
-                tf.repeat(x, repeats, axis=0) for x in (encoder_outputs, encoder_padding_mask)
-            )
-        batch_size = tf.shape(encoder_outputs)[0]
+        # Each sentence's keys and values are projected once and then copied to its
+        # K rows: projecting the K copies of the encoder output costs K times the matmuls.
+        repeat = (lambda x: tf.repeat(x, repeats, axis=0)) if repeats > 1 else (lambda x: x)
+        encoder_padding_mask = repeat(encoder_padding_mask)
+        batch_size = tf.shape(encoder_padding_mask)[0]
         cache, state = start_decoder(self.decoder_stack, batch_size, max_length, grow)
         cross_caches = []
         for block in layers.decoder_blocks:
-            keys_values = block.compute_cross_attention_cache(encoder_outputs)
+            keys_values = repeat(block.compute_cross_attention_cache(encoder_outputs))
             cross_caches.append((keys_values[:, 0], keys_values[:, 1]))
         state["cross_caches"] = cross_caches
         # (B, 1, 1, S): the source keys every head's query may see.
