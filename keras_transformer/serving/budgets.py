@@ -8,10 +8,11 @@ Three rules, each answered with a 4xx that names its flag:
   Classify context once per example (it is copied into each).
 - One request's outputs may hold at most `max_response_bytes`, counted slice by
   slice as they are produced, before anything is encoded.
-- A call of more than `max_rows_per_call` rows runs as slices of that many
-  rows, and `should_stop()` (the deadline passed, or the client left) is asked
-  between slices. A call's abandoned work thus ends within one slice; a
-  signature without a batch dimension cannot be sliced and runs to its end.
+- A call runs as slices of rows sized to take about `slice_seconds` each (at
+  most `max_rows_per_call` rows), and `should_stop()` (the deadline passed, or
+  the client left) is asked before every slice. A call's abandoned work thus
+  ends within one slice; a signature without a batch dimension cannot be
+  sliced and runs to its end.
 
 Shapes: B rows (axis 0 of every input and output of a sliceable signature).
 """
@@ -65,14 +66,6 @@ def deadline_exceeded(message="Deadline Exceeded"):
     return errors.ServingError("DEADLINE_EXCEEDED", message)
 
 
-def row_count(signature, inputs):
-    """B when every input has the batch dimension the signature declares, else None."""
-    if not signature.batchable:
-        return None
-    sizes = {np.shape(array)[0] for array in inputs.values() if np.ndim(array)}
-    return sizes.pop() if len(sizes) == 1 else None
-
-
 def pad_to_common_shape(arrays, fill=None):
     """Pads (B_i, ...) arrays to the largest trailing shape.
 
@@ -119,43 +112,75 @@ def check_response_bytes(signature_name, outputs, limit):
         raise response_too_large(signature_name, size, limit)
 
 
-def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None):
+def slice_rows(seconds_per_row, slice_seconds, max_rows):
+    """Rows of the next slice: what `slice_seconds` allows at `seconds_per_row`.
+
+    At least one row and at most `max_rows` (all `max_rows` when `slice_seconds`
+    is None); one row while the pace is unknown (None), so a signature's very
+    first call never runs long unchecked.
+    """
+    if slice_seconds is None:
+        return max_rows
+    if seconds_per_row is None:
+        return 1
+    if seconds_per_row <= 0:
+        return max_rows
+    return max(1, min(max_rows, int(slice_seconds / seconds_per_row)))
+
+
+def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
+               slice_seconds=None):
     """Runs `signature` on `inputs` in slices of rows, stopping when told.
 
+    Each slice takes about `slice_seconds`: its rows come from the pace (wall
+    seconds per row) of the request's previous slice, the first slice's from
+    the signature's latest call (`Signature.seconds_per_row`). A signature
+    whose inputs have no batch dimension runs in one call.
+
     Args:
-        signature: a `servable.Signature` (its `run` and `batchable`).
+        signature: a `servable.Signature` (its `run`, `row_count` and
+            `seconds_per_row`).
         inputs: checked inputs {name: (B, ...) array}.
-        max_rows: rows per slice.
+        max_rows: most rows per slice.
         max_response_bytes: stop once the outputs hold more (None: no limit;
             a merged batch of several requests is checked request by request).
         should_stop: callable() -> True when the work is no longer wanted,
-            asked before every slice but the first.
+            asked before every slice, the first included.
+        slice_seconds: the time one slice should take (None: `max_rows` rows
+            a slice).
 
     Returns:
         dict {output name: array}, as one call of the whole request returns.
 
     Raises:
-        ServingError: DEADLINE_EXCEEDED when stopped between slices,
+        ServingError: DEADLINE_EXCEEDED when stopped before a slice,
             RESOURCE_EXHAUSTED when the outputs pass `max_response_bytes`.
     """
-    rows = row_count(signature, inputs)
+    rows = signature.row_count(inputs)
     limit = float("inf") if max_response_bytes is None else max_response_bytes
-    step = max_rows
-    if rows is None or rows <= step:
-        outputs = signature.run(inputs)
-        check_response_bytes(signature.name, outputs, limit)
-        return outputs
-    parts, size = [], 0
-    for start in range(0, rows, step):
-        if start and should_stop is not None and should_stop():
+    pace = signature.seconds_per_row
+    parts, size, start = [], 0, 0
+    while True:
+        if should_stop is not None and should_stop():
             raise deadline_exceeded(
-                f"Deadline Exceeded: stopped after {start} of {rows} rows")
+                f"Deadline Exceeded: stopped after {start} of {rows} rows" if start
+                else "Deadline Exceeded before the model call started")
+        step = slice_rows(pace, slice_seconds, max_rows)
+        if rows is None or (not start and rows <= step):
+            outputs = signature.run(inputs)
+            check_response_bytes(signature.name, outputs, limit)
+            return outputs
+        step = min(step, rows - start)
+        began = time.monotonic()
         part = signature.run({name: array[start:start + step] for name, array in inputs.items()})
+        pace = (time.monotonic() - began) / step
+        start += step
         size += sum(array_bytes(array) for array in part.values())
         if size > limit:
-            raise response_too_large(signature.name, size, limit, min(start + step, rows), rows)
+            raise response_too_large(signature.name, size, limit, start, rows)
         parts.append(part)
-    return _concatenate_outputs(parts)
+        if start == rows:
+            return _concatenate_outputs(parts)
 
 
 def stopper(deadline, cancelled):

@@ -9,6 +9,7 @@ Shapes: B is the batch dimension (the first axis of every batchable input).
 """
 
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -62,6 +63,11 @@ class Signature:
         signature_def: its `SignatureDef` proto.
         function: the restored concrete function (None for signatures that
             cannot be called, such as `__saved_model_init_op`).
+
+    Attributes:
+        seconds_per_row: wall seconds per row of the latest call with rows
+            (warmup's included), None before any; sizes the first slice of a
+            sliced call (`budgets.run_sliced`).
     """
 
     def __init__(self, name, signature_def, function):
@@ -70,6 +76,7 @@ class Signature:
         self.inputs = {k: TensorSpecInfo(k, v) for k, v in sorted(signature_def.inputs.items())}
         self.outputs = {k: TensorSpecInfo(k, v) for k, v in sorted(signature_def.outputs.items())}
         self.function = function
+        self.seconds_per_row = None
 
     @property
     def batchable(self):
@@ -78,6 +85,13 @@ class Signature:
         return bool(self.inputs) and all(
             s.shape.rank is not None and s.shape.rank >= 1 and s.shape[0] is None
             for s in specs)
+
+    def row_count(self, inputs):
+        """B when every input has the batch dimension the signature declares, else None."""
+        if not self.batchable:
+            return None
+        sizes = {np.shape(array)[0] for array in inputs.values() if np.ndim(array)}
+        return sizes.pop() if len(sizes) == 1 else None
 
     def check_inputs(self, inputs):
         """Validates and normalizes request tensors against the signature.
@@ -134,13 +148,18 @@ class Signature:
         """
         if self.function is None:
             raise errors.invalid_argument(f"Signature '{self.name}' cannot be called")
+        started = time.monotonic()
         feed = {name: tf.constant(value, dtype=self.inputs[name].dtype)
                 for name, value in inputs.items()}
         try:
             outputs = self.function(**feed)
         except Exception as error:  # TF raises many types; all map to a status.
             raise errors.from_exception(error) from error
-        return {name: tensor.numpy() for name, tensor in outputs.items()}
+        outputs = {name: tensor.numpy() for name, tensor in outputs.items()}
+        rows = self.row_count(inputs)
+        if rows:
+            self.seconds_per_row = (time.monotonic() - started) / rows
+        return outputs
 
 
 def read_signature_defs(export_dir):
