@@ -8,8 +8,8 @@ Three rules, each answered with a 4xx that names its flag:
   Classify context once per example (it is copied into each).
 - One request's outputs may hold at most `max_response_bytes`, counted slice by
   slice as they are produced, before anything is encoded.
-- A call runs as slices of rows sized to take about `slice_seconds` each (at
-  most `max_rows_per_call` rows), and `should_stop()` (the deadline passed, or
+- A call runs as slices of rows sized, from the pace of the previous call, to
+  take about `slice_seconds` each (at most `max_rows_per_call` rows), and `should_stop()` (the deadline passed, or
   the client left) is asked before every slice. A call's abandoned work thus
   ends within one slice; a signature without a batch dimension cannot be
   sliced and runs to its end.
@@ -18,6 +18,7 @@ Shapes: B rows (axis 0 of every input and output of a sliceable signature).
 """
 
 import time
+import typing
 
 import numpy as np
 
@@ -112,34 +113,69 @@ def check_response_bytes(signature_name, outputs, limit):
         raise response_too_large(signature_name, size, limit)
 
 
-def slice_rows(seconds_per_row, slice_seconds, max_rows):
-    """Rows of the next slice: what `slice_seconds` allows at `seconds_per_row`.
+class Pace(typing.NamedTuple):
+    """What one model call took: `seconds` of wall time for `rows` rows of `bytes` input bytes."""
 
-    At least one row and at most `max_rows` (all `max_rows` when `slice_seconds`
-    is None); one row while the pace is unknown (None), so a signature's very
-    first call never runs long unchecked.
+    seconds: float
+    rows: int
+    bytes: int
+
+
+def row_bytes(inputs, rows):
+    """(rows,) int64: each row's input bytes, counted as `array_bytes` counts them."""
+    sizes = np.zeros(rows, np.int64)
+    for array in inputs.values():
+        if array.dtype.kind == "O":
+            lengths = np.fromiter((len(value) for value in array.flat), np.int64, array.size)
+            sizes += lengths.reshape(rows, -1).sum(axis=1)
+        else:
+            sizes += array.itemsize * int(np.prod(array.shape[1:]))
+    return sizes
+
+
+def slice_rows(pace, next_row_bytes, slice_seconds, max_rows):
+    """Rows of the next slice: what `slice_seconds` allows at `pace`.
+
+    Both the rows and the bytes `pace` ran in `pace.seconds` scale to the
+    target, and the smaller estimate wins: rows longer than the pace's cost more
+    by bytes, rows shorter cost no more than its rows did.
+
+    Args:
+        pace: a `Pace`, or None before any call (then one row, so a
+            signature's very first call never runs long unchecked).
+        next_row_bytes: (R,) bytes of the rows left, in order (R >= 1).
+        slice_seconds: the time the slice should take (None: `max_rows` rows).
+        max_rows: most rows of a slice.
+
+    Returns:
+        At least 1 and at most `max_rows`.
     """
     if slice_seconds is None:
         return max_rows
-    if seconds_per_row is None:
+    if pace is None:
         return 1
-    if seconds_per_row <= 0:
+    if pace.seconds <= 0:
         return max_rows
-    return max(1, min(max_rows, int(slice_seconds / seconds_per_row)))
+    rows = int(slice_seconds * pace.rows / pace.seconds)
+    if pace.bytes > 0:
+        budget = slice_seconds * pace.bytes / pace.seconds
+        allowed = np.searchsorted(np.cumsum(next_row_bytes[:max_rows]), budget, side="right")
+        rows = min(rows, int(allowed))
+    return max(1, min(max_rows, rows))
 
 
 def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
                slice_seconds=None):
     """Runs `signature` on `inputs` in slices of rows, stopping when told.
 
-    Each slice takes about `slice_seconds`: its rows come from the pace (wall
-    seconds per row) of the request's previous slice, the first slice's from
-    the signature's latest call (`Signature.seconds_per_row`). A signature
-    whose inputs have no batch dimension runs in one call.
+    Each slice takes about `slice_seconds`: its rows come from the pace of the
+    request's previous slice (`slice_rows`), the first slice's from the
+    signature's latest call (`Signature.latest_pace`). A signature whose inputs
+    have no batch dimension runs in one call.
 
     Args:
         signature: a `servable.Signature` (its `run`, `row_count` and
-            `seconds_per_row`).
+            `latest_pace`).
         inputs: checked inputs {name: (B, ...) array}.
         max_rows: most rows per slice.
         max_response_bytes: stop once the outputs hold more (None: no limit;
@@ -158,22 +194,23 @@ def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop
     """
     rows = signature.row_count(inputs)
     limit = float("inf") if max_response_bytes is None else max_response_bytes
-    pace = signature.seconds_per_row
+    sizes = row_bytes(inputs, rows) if rows else None
+    pace = signature.latest_pace
     parts, size, start = [], 0, 0
     while True:
         if should_stop is not None and should_stop():
             raise deadline_exceeded(
                 f"Deadline Exceeded: stopped after {start} of {rows} rows" if start
                 else "Deadline Exceeded before the model call started")
-        step = slice_rows(pace, slice_seconds, max_rows)
-        if rows is None or (not start and rows <= step):
+        step = None if not rows else slice_rows(pace, sizes[start:], slice_seconds, max_rows)
+        if step is None or (not start and rows <= step):
             outputs = signature.run(inputs)
             check_response_bytes(signature.name, outputs, limit)
             return outputs
         step = min(step, rows - start)
         began = time.monotonic()
         part = signature.run({name: array[start:start + step] for name, array in inputs.items()})
-        pace = (time.monotonic() - began) / step
+        pace = Pace(time.monotonic() - began, step, int(sizes[start:start + step].sum()))
         start += step
         size += sum(array_bytes(array) for array in part.values())
         if size > limit:

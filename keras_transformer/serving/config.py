@@ -309,8 +309,8 @@ class ServingLimits:
             produce (counted as `max_tensor_bytes`), before any is encoded.
         max_rows_per_call: most rows of one slice of a model call.
         slice_seconds: the time one slice of a model call should take: its
-            rows come from the pace of the previous slice (at least one row,
-            at most `max_rows_per_call`), and the deadline is checked before
+            rows come from the pace (rows and input bytes a second) of the
+            previous slice (at least one row, at most `max_rows_per_call`), and the deadline is checked before
             each, so abandoned work stops within about one slice.
         request_timeout_s: a request's deadline, counted from its arrival: a
             model call not started by then never starts, one running stops at

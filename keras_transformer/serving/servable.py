@@ -21,6 +21,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 # uses them is loaded; the import itself is the point.
 import tensorflow_text  # noqa: F401
 
+from keras_transformer.serving import budgets
 from keras_transformer.serving import errors
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -65,7 +66,7 @@ class Signature:
             cannot be called, such as `__saved_model_init_op`).
 
     Attributes:
-        seconds_per_row: wall seconds per row of the latest call with rows
+        latest_pace: a `budgets.Pace`, what the latest call with rows took
             (warmup's included), None before any; sizes the first slice of a
             sliced call (`budgets.run_sliced`).
     """
@@ -76,7 +77,7 @@ class Signature:
         self.inputs = {k: TensorSpecInfo(k, v) for k, v in sorted(signature_def.inputs.items())}
         self.outputs = {k: TensorSpecInfo(k, v) for k, v in sorted(signature_def.outputs.items())}
         self.function = function
-        self.seconds_per_row = None
+        self.latest_pace = None
 
     @property
     def batchable(self):
@@ -158,7 +159,9 @@ class Signature:
         outputs = {name: tensor.numpy() for name, tensor in outputs.items()}
         rows = self.row_count(inputs)
         if rows:
-            self.seconds_per_row = (time.monotonic() - started) / rows
+            self.latest_pace = budgets.Pace(
+                time.monotonic() - started, rows,
+                sum(budgets.array_bytes(array) for array in inputs.values()))
         return outputs
 
 

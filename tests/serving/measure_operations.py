@@ -20,12 +20,14 @@ default flags, and issue 56's probes:
     with a 3.5 MB context, and during a REST `attention` request of 250 rows x 150
     characters (with the answers);
   - seconds from the clients' deadline (2 s) until the server's CPU use falls back to
-    idle, after six gRPC translate_n_best calls of 200 rows x 150 characters;
+    idle (the end of its last busy 0.1 s interval), after six gRPC translate_n_best
+    calls of 200 rows x 150 characters;
   - the worst latency of 1-row requests to the language model and the classifier
     meanwhile;
   - a load run: --clients threads for --seconds, ordinary requests with abusive ones
     mixed in (every 8th); each answer is checked against what its kind expects, and
     the unexpected ones are counted.
+After the JSON, one line for each of these numbers.
 --tiny_exports DIR first writes untrained tiny exports of the three tasks to DIR (a
 check that the script runs; their numbers say nothing about the demo models).
 """

@@ -206,20 +206,27 @@ def test_queued_calls_whose_deadline_passed_or_client_left_never_start(bases):
 
 
 class _PacedSignature:
-    """A stand-in signature whose rows each cost `seconds_per_row` on a fake clock."""
+    """A stand-in signature whose calls cost `per_row` seconds a row and
+    `per_byte` a byte of text on a fake clock.
+
+    `latest_pace` is what `Signature.run` would have recorded of its latest
+    call; `slices` holds the rows of each call.
+    """
 
     name = "paced"
 
-    def __init__(self, clock, cost, seconds_per_row=None):
-        self.clock, self.cost, self.seconds_per_row, self.slices = clock, cost, seconds_per_row, []
+    def __init__(self, clock, per_row, per_byte=0.0, latest_pace=None):
+        self.clock, self.per_row, self.per_byte = clock, per_row, per_byte
+        self.latest_pace, self.slices = latest_pace, []
 
     def row_count(self, inputs):
-        return len(inputs["n"])
+        return len(inputs["text"])
 
     def run(self, inputs):
-        self.slices.append(len(inputs["n"]))
-        self.clock[0] += self.cost * len(inputs["n"])
-        return {"n": inputs["n"] * 2}
+        texts = inputs["text"]
+        self.slices.append(len(texts))
+        self.clock[0] += self.per_row * len(texts) + self.per_byte * sum(map(len, texts))
+        return {"length": np.array([len(text) for text in texts])}
 
 
 def test_slices_are_sized_from_the_time_target(monkeypatch):
@@ -228,31 +235,37 @@ def test_slices_are_sized_from_the_time_target(monkeypatch):
 
     clock = [0.0]
     monkeypatch.setattr(budgets.time, "monotonic", lambda: clock[0])
-    inputs = {"n": np.arange(10)}
+    short = {"text": np.array([b"x" * 10] * 10, object)}
     # Unknown pace: one row first; then as many rows as 1 s allows at 0.3 s a row.
     signature = _PacedSignature(clock, 0.3)
-    outputs = budgets.run_sliced(signature, inputs, 8, slice_seconds=1.0)
-    assert signature.slices == [1, 3, 3, 3] and outputs["n"].tolist() == list(range(0, 20, 2))
+    outputs = budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    assert signature.slices == [1, 3, 3, 3] and outputs["length"].tolist() == [10] * 10
     # The first slice follows the signature's latest pace (capped at max_rows).
-    signature = _PacedSignature(clock, 0.3, seconds_per_row=0.01)
-    budgets.run_sliced(signature, inputs, 8, slice_seconds=1.0)
+    signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 10, 100))
+    budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
     assert signature.slices == [8, 2]
+    # Rows longer than the latest call's are sized by bytes: 1 s at 10 bytes a
+    # second (what 10-byte rows took) is one 100-byte row, not ten.
+    long = {"text": np.array([b"y" * 100] * 6, object)}
+    signature = _PacedSignature(clock, 0.0, 0.003, latest_pace=budgets.Pace(0.1, 1, 10))
+    budgets.run_sliced(signature, long, 8, slice_seconds=1.0)
+    assert signature.slices == [1, 3, 2]
     # Without a time target, slices of max_rows; a call fitting one slice runs whole.
     signature = _PacedSignature(clock, 0.3)
-    budgets.run_sliced(signature, inputs, 4)
+    budgets.run_sliced(signature, short, 4)
     assert signature.slices == [4, 4, 2]
-    signature = _PacedSignature(clock, 0.3, seconds_per_row=0.1)
-    budgets.run_sliced(signature, inputs, 10, slice_seconds=1.0)
+    signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 1, 10))
+    budgets.run_sliced(signature, short, 10, slice_seconds=1.0)
     assert signature.slices == [10]
     # should_stop is asked before every slice, the first included.
     asked = []
     signature = _PacedSignature(clock, 0.3)
     with pytest.raises(errors.ServingError, match="stopped after 4 of 10 rows"):
-        budgets.run_sliced(signature, inputs, 8, should_stop=lambda: asked.append(1) or
+        budgets.run_sliced(signature, short, 8, should_stop=lambda: asked.append(1) or
                            len(asked) > 2, slice_seconds=1.0)
     assert signature.slices == [1, 3]
     with pytest.raises(errors.ServingError, match="before the model call started"):
-        budgets.run_sliced(signature, inputs, 8, should_stop=lambda: True, slice_seconds=1.0)
+        budgets.run_sliced(signature, short, 8, should_stop=lambda: True, slice_seconds=1.0)
     assert signature.slices == [1, 3]
 
 
