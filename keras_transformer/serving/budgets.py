@@ -9,10 +9,10 @@ Three rules, each answered with a 4xx that names its flag:
 - One request's outputs may hold at most `max_response_bytes`, counted slice by
   slice as they are produced, before anything is encoded.
 - A call runs as slices of rows sized, from the pace of the previous call, to
-  take about `slice_seconds` each (at most `max_rows_per_call` rows), and `should_stop()` (the deadline passed, or
-  the client left) is asked before every slice. A call's abandoned work thus
-  ends within one slice; a signature without a batch dimension cannot be
-  sliced and runs to its end.
+  take about `slice_seconds` each (at most `max_rows_per_call` rows), and
+  `should_stop()` (the deadline passed, or the client left) is asked before
+  every slice. A call's abandoned work thus ends within one slice; a signature
+  without a batch dimension cannot be sliced and runs to its end.
 
 Shapes: B rows (axis 0 of every input and output of a sliceable signature).
 """

@@ -310,8 +310,9 @@ class ServingLimits:
         max_rows_per_call: most rows of one slice of a model call.
         slice_seconds: the time one slice of a model call should take: its
             rows come from the pace (rows and input bytes a second) of the
-            previous slice (at least one row, at most `max_rows_per_call`), and the deadline is checked before
-            each, so abandoned work stops within about one slice.
+            previous slice (at least one row, at most `max_rows_per_call`),
+            and the deadline is checked before each, so abandoned work stops
+            within about one slice.
         request_timeout_s: a request's deadline, counted from its arrival: a
             model call not started by then never starts, one running stops at
             its next slice, and a client still waiting then gets
