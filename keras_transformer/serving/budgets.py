@@ -8,15 +8,17 @@ Three rules, each answered with a 4xx that names its flag:
   Classify context once per example (it is copied into each).
 - One request's outputs may hold at most `max_response_bytes`, counted slice by
   slice as they are produced, before anything is encoded.
-- A call of more than `max_rows_per_call` rows runs as slices of that many
-  rows, and `should_stop()` (the deadline passed, or the client left) is asked
-  between slices. A call's abandoned work thus ends within one slice; a
-  signature without a batch dimension cannot be sliced and runs to its end.
+- A call runs as slices of rows sized, from the pace of the previous call, to
+  take about `slice_seconds` each (at most `max_rows_per_call` rows), and
+  `should_stop()` (the deadline passed, or the client left) is asked before
+  every slice. A call's abandoned work thus ends within one slice; a signature
+  without a batch dimension cannot be sliced and runs to its end.
 
 Shapes: B rows (axis 0 of every input and output of a sliceable signature).
 """
 
 import time
+import typing
 
 import numpy as np
 
@@ -65,14 +67,6 @@ def deadline_exceeded(message="Deadline Exceeded"):
     return errors.ServingError("DEADLINE_EXCEEDED", message)
 
 
-def row_count(signature, inputs):
-    """B when every input has the batch dimension the signature declares, else None."""
-    if not signature.batchable:
-        return None
-    sizes = {np.shape(array)[0] for array in inputs.values() if np.ndim(array)}
-    return sizes.pop() if len(sizes) == 1 else None
-
-
 def pad_to_common_shape(arrays, fill=None):
     """Pads (B_i, ...) arrays to the largest trailing shape.
 
@@ -119,43 +113,111 @@ def check_response_bytes(signature_name, outputs, limit):
         raise response_too_large(signature_name, size, limit)
 
 
-def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None):
-    """Runs `signature` on `inputs` in slices of rows, stopping when told.
+class Pace(typing.NamedTuple):
+    """What one model call took: `seconds` of wall time for `rows` rows of `bytes` input bytes."""
+
+    seconds: float
+    rows: int
+    bytes: int
+
+
+def row_bytes(inputs, rows):
+    """(rows,) int64: each row's input bytes, counted as `array_bytes` counts them."""
+    sizes = np.zeros(rows, np.int64)
+    for array in inputs.values():
+        if array.dtype.kind == "O":
+            lengths = np.fromiter((len(value) for value in array.flat), np.int64, array.size)
+            sizes += lengths.reshape(rows, -1).sum(axis=1)
+        else:
+            sizes += array.itemsize * int(np.prod(array.shape[1:]))
+    return sizes
+
+
+def slice_rows(pace, next_row_bytes, slice_seconds, max_rows):
+    """Rows of the next slice: what `slice_seconds` allows at `pace`.
+
+    Both the rows and the bytes `pace` ran in `pace.seconds` scale to the
+    target, and the smaller estimate wins: rows longer than the pace's cost more
+    by bytes, rows shorter cost no more than its rows did.
 
     Args:
-        signature: a `servable.Signature` (its `run` and `batchable`).
+        pace: a `Pace`, or None before any call (then one row, so a
+            signature's very first call never runs long unchecked).
+        next_row_bytes: (R,) bytes of the rows left, in order (R >= 1).
+        slice_seconds: the time the slice should take (None: `max_rows` rows).
+        max_rows: most rows of a slice.
+
+    Returns:
+        At least 1 and at most `max_rows`.
+    """
+    if slice_seconds is None:
+        return max_rows
+    if pace is None:
+        return 1
+    if pace.seconds <= 0:
+        return max_rows
+    rows = int(slice_seconds * pace.rows / pace.seconds)
+    if pace.bytes > 0:
+        budget = slice_seconds * pace.bytes / pace.seconds
+        allowed = np.searchsorted(np.cumsum(next_row_bytes[:max_rows]), budget, side="right")
+        rows = min(rows, int(allowed))
+    return max(1, min(max_rows, rows))
+
+
+def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
+               slice_seconds=None):
+    """Runs `signature` on `inputs` in slices of rows, stopping when told.
+
+    Each slice takes about `slice_seconds`: its rows come from the pace of the
+    request's previous slice (`slice_rows`), the first slice's from the
+    signature's latest call (`Signature.latest_pace`). A signature whose inputs
+    have no batch dimension runs in one call.
+
+    Args:
+        signature: a `servable.Signature` (its `run`, `row_count` and
+            `latest_pace`).
         inputs: checked inputs {name: (B, ...) array}.
-        max_rows: rows per slice.
+        max_rows: most rows per slice.
         max_response_bytes: stop once the outputs hold more (None: no limit;
             a merged batch of several requests is checked request by request).
         should_stop: callable() -> True when the work is no longer wanted,
-            asked before every slice but the first.
+            asked before every slice, the first included.
+        slice_seconds: the time one slice should take (None: `max_rows` rows
+            a slice).
 
     Returns:
         dict {output name: array}, as one call of the whole request returns.
 
     Raises:
-        ServingError: DEADLINE_EXCEEDED when stopped between slices,
+        ServingError: DEADLINE_EXCEEDED when stopped before a slice,
             RESOURCE_EXHAUSTED when the outputs pass `max_response_bytes`.
     """
-    rows = row_count(signature, inputs)
+    rows = signature.row_count(inputs)
     limit = float("inf") if max_response_bytes is None else max_response_bytes
-    step = max_rows
-    if rows is None or rows <= step:
-        outputs = signature.run(inputs)
-        check_response_bytes(signature.name, outputs, limit)
-        return outputs
-    parts, size = [], 0
-    for start in range(0, rows, step):
-        if start and should_stop is not None and should_stop():
+    sizes = row_bytes(inputs, rows) if rows else None
+    pace = signature.latest_pace
+    parts, size, start = [], 0, 0
+    while True:
+        if should_stop is not None and should_stop():
             raise deadline_exceeded(
-                f"Deadline Exceeded: stopped after {start} of {rows} rows")
+                f"Deadline Exceeded: stopped after {start} of {rows} rows" if start
+                else "Deadline Exceeded before the model call started")
+        step = None if not rows else slice_rows(pace, sizes[start:], slice_seconds, max_rows)
+        if step is None or (not start and rows <= step):
+            outputs = signature.run(inputs)
+            check_response_bytes(signature.name, outputs, limit)
+            return outputs
+        step = min(step, rows - start)
+        began = time.monotonic()
         part = signature.run({name: array[start:start + step] for name, array in inputs.items()})
+        pace = Pace(time.monotonic() - began, step, int(sizes[start:start + step].sum()))
+        start += step
         size += sum(array_bytes(array) for array in part.values())
         if size > limit:
-            raise response_too_large(signature.name, size, limit, min(start + step, rows), rows)
+            raise response_too_large(signature.name, size, limit, start, rows)
         parts.append(part)
-    return _concatenate_outputs(parts)
+        if start == rows:
+            return _concatenate_outputs(parts)
 
 
 def stopper(deadline, cancelled):

@@ -142,8 +142,11 @@ def add_arguments(parser):
     add("--max_response_bytes", type=int, default=limits.max_response_bytes,
         help="Most bytes of output tensors one request may produce, before encoding.")
     add("--max_rows_per_model_call", type=int, default=limits.max_rows_per_call,
-        help="Larger requests run in slices of this many rows, the deadline checked between "
-             "slices: work whose client left stops within one slice.")
+        help="Most rows of one slice of a model call.")
+    add("--model_call_slice_in_ms", type=int, default=round(limits.slice_seconds * 1000),
+        help="The time one slice of a model call should take: requests run in slices of as "
+             "many rows as this allows at the signature's pace, the deadline checked before "
+             "each, so work whose client left stops within about one slice.")
     add("--idle_timeout_seconds", type=float, default=limits.idle_timeout_s,
         help="Close a connection that completes no request for this long.")
     add("--shutdown_grace_seconds", type=float, default=options.shutdown_grace_s,
@@ -180,7 +183,8 @@ def options_from_args(args):
         _log.warning("--%s is a tensorflow_model_server flag this server ignores", name)
     for name in ("rest_api_timeout_in_ms", "max_request_bytes", "max_instances_per_request",
                  "max_values_per_input", "max_request_tensor_bytes", "max_response_bytes",
-                 "max_rows_per_model_call", "num_request_iterations_for_warmup"):
+                 "max_rows_per_model_call", "model_call_slice_in_ms",
+                 "num_request_iterations_for_warmup"):
         if getattr(args, name) < 1:
             raise config_lib.ConfigError(f"--{name} must be positive, got {getattr(args, name)}")
     for name in ("max_num_load_retries", "load_retry_interval_micros", "num_load_threads",
@@ -224,6 +228,7 @@ def options_from_args(args):
             max_tensor_bytes=args.max_request_tensor_bytes,
             max_response_bytes=args.max_response_bytes,
             max_rows_per_call=args.max_rows_per_model_call,
+            slice_seconds=args.model_call_slice_in_ms / 1000,
             request_timeout_s=args.rest_api_timeout_in_ms / 1000,
             idle_timeout_s=args.idle_timeout_seconds),
         enable_model_warmup=args.enable_model_warmup,

@@ -307,9 +307,12 @@ class ServingLimits:
             context counts once per example, as it is copied into each).
         max_response_bytes: most bytes of the output tensors one request may
             produce (counted as `max_tensor_bytes`), before any is encoded.
-        max_rows_per_call: a request of more rows runs as slices of this many,
-            its deadline checked between them, so abandoned work stops within
-            one slice.
+        max_rows_per_call: most rows of one slice of a model call.
+        slice_seconds: the time one slice of a model call should take: its
+            rows come from the pace (rows and input bytes a second) of the
+            previous slice (at least one row, at most `max_rows_per_call`),
+            and the deadline is checked before each, so abandoned work stops
+            within about one slice.
         request_timeout_s: a request's deadline, counted from its arrival: a
             model call not started by then never starts, one running stops at
             its next slice, and a client still waiting then gets
@@ -324,6 +327,7 @@ class ServingLimits:
     max_tensor_bytes: int = 64 * 1024 * 1024
     max_response_bytes: int = 16 * 1024 * 1024
     max_rows_per_call: int = 8
+    slice_seconds: float = 1.0
     request_timeout_s: float = 30.0
     idle_timeout_s: float = 60.0
 

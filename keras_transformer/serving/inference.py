@@ -9,9 +9,10 @@ KServe's endpoints and data plane:
    request to typed tensors against that signature, checking the limits first.
 2. `ServingCore.infer(target, inputs, deadline)` runs the call on a thread of the
    model's own pool (or hands it to the signature's batch scheduler), in slices
-   of rows with the deadline checked between them (`budgets.run_sliced`). A
-   call whose deadline passed before it started never runs; one whose deadline
-   passes, or whose client leaves, stops at its next slice. Each model has its
+   of rows sized by time with the deadline checked before each
+   (`budgets.run_sliced`). A call whose deadline passed, or whose client left,
+   before it started never runs; one whose deadline passes, or whose client
+   leaves, stops at its next slice. Each model has its
    own threads, so one model's work (abandoned or not) never holds the threads
    another model's requests need.
 3. `ServingCore.encode(work, deadline, ...)` encodes the outputs on a worker
@@ -59,12 +60,11 @@ def model_status_response(status_rows):
 
 
 def _run_call(signature, inputs, limits, deadline, cancelled):
-    # The last chance to honour a deadline at no cost is here, before the call
-    # starts; after that, between its slices.
-    if time.monotonic() >= deadline:
-        raise budgets.deadline_exceeded("Deadline Exceeded before the model call started")
+    # A call whose client left or whose deadline passed while it was queued
+    # never starts: run_sliced asks before its first slice too.
     return budgets.run_sliced(signature, inputs, limits.max_rows_per_call,
-                              limits.max_response_bytes, budgets.stopper(deadline, cancelled))
+                              limits.max_response_bytes, budgets.stopper(deadline, cancelled),
+                              limits.slice_seconds)
 
 
 class Target:

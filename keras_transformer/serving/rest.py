@@ -109,10 +109,14 @@ class _Connection(web.RequestHandler):
 
 
 class _Server(web.Server):
-    """aiohttp's low-level server with `_Connection` handling each connection."""
+    """aiohttp's low-level server with `_Connection` handling each connection.
+
+    A client that disconnects cancels its handler, so the model call it was
+    waiting for stops at its next slice instead of running to the deadline.
+    """
 
     def __init__(self, handler, **connection_options):
-        super().__init__(handler)
+        super().__init__(handler, handler_cancellation=True)
         self._connection_options = connection_options
 
     def __call__(self):

@@ -9,6 +9,7 @@ Shapes: B is the batch dimension (the first axis of every batchable input).
 """
 
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -20,6 +21,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 # uses them is loaded; the import itself is the point.
 import tensorflow_text  # noqa: F401
 
+from keras_transformer.serving import budgets
 from keras_transformer.serving import errors
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -62,6 +64,11 @@ class Signature:
         signature_def: its `SignatureDef` proto.
         function: the restored concrete function (None for signatures that
             cannot be called, such as `__saved_model_init_op`).
+
+    Attributes:
+        latest_pace: a `budgets.Pace`, what the latest call with rows took
+            (warmup's included), None before any; sizes the first slice of a
+            sliced call (`budgets.run_sliced`).
     """
 
     def __init__(self, name, signature_def, function):
@@ -70,6 +77,7 @@ class Signature:
         self.inputs = {k: TensorSpecInfo(k, v) for k, v in sorted(signature_def.inputs.items())}
         self.outputs = {k: TensorSpecInfo(k, v) for k, v in sorted(signature_def.outputs.items())}
         self.function = function
+        self.latest_pace = None
 
     @property
     def batchable(self):
@@ -78,6 +86,13 @@ class Signature:
         return bool(self.inputs) and all(
             s.shape.rank is not None and s.shape.rank >= 1 and s.shape[0] is None
             for s in specs)
+
+    def row_count(self, inputs):
+        """B when every input has the batch dimension the signature declares, else None."""
+        if not self.batchable:
+            return None
+        sizes = {np.shape(array)[0] for array in inputs.values() if np.ndim(array)}
+        return sizes.pop() if len(sizes) == 1 else None
 
     def check_inputs(self, inputs):
         """Validates and normalizes request tensors against the signature.
@@ -134,13 +149,20 @@ class Signature:
         """
         if self.function is None:
             raise errors.invalid_argument(f"Signature '{self.name}' cannot be called")
+        started = time.monotonic()
         feed = {name: tf.constant(value, dtype=self.inputs[name].dtype)
                 for name, value in inputs.items()}
         try:
             outputs = self.function(**feed)
         except Exception as error:  # TF raises many types; all map to a status.
             raise errors.from_exception(error) from error
-        return {name: tensor.numpy() for name, tensor in outputs.items()}
+        outputs = {name: tensor.numpy() for name, tensor in outputs.items()}
+        rows = self.row_count(inputs)
+        if rows:
+            self.latest_pace = budgets.Pace(
+                time.monotonic() - started, rows,
+                sum(budgets.array_bytes(array) for array in inputs.values()))
+        return outputs
 
 
 def read_signature_defs(export_dir):

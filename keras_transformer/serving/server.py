@@ -93,11 +93,12 @@ class ModelServer:
         return servable
 
     def _make_batchers(self, model_name, servable):
-        rows = self.options.limits.max_rows_per_call
+        limits = self.options.limits
 
         def sliced(signature):
             return lambda inputs, should_stop: budgets.run_sliced(
-                signature, inputs, rows, should_stop=should_stop)
+                signature, inputs, limits.max_rows_per_call, should_stop=should_stop,
+                slice_seconds=limits.slice_seconds)
 
         return {
             name: batching.BatchScheduler(

@@ -20,12 +20,14 @@ default flags, and issue 56's probes:
     with a 3.5 MB context, and during a REST `attention` request of 250 rows x 150
     characters (with the answers);
   - seconds from the clients' deadline (2 s) until the server's CPU use falls back to
-    idle, after six gRPC translate_n_best calls of 200 rows x 150 characters;
+    idle (the end of its last busy 0.1 s interval), after six gRPC translate_n_best
+    calls of 200 rows x 150 characters;
   - the worst latency of 1-row requests to the language model and the classifier
     meanwhile;
   - a load run: --clients threads for --seconds, ordinary requests with abusive ones
     mixed in (every 8th); each answer is checked against what its kind expects, and
     the unexpected ones are counted.
+After the JSON, one line for each of these numbers.
 --tiny_exports DIR first writes untrained tiny exports of the three tasks to DIR (a
 check that the script runs; their numbers say nothing about the demo models).
 """
@@ -254,12 +256,54 @@ def peak_memory_during(server, work):
             "peak_above_mb": round(peak - before), "seconds": round(time.monotonic() - started, 2)}
 
 
+class CpuWatch:
+    """Samples the server's CPU time every `interval` seconds on a thread of its own.
+
+    An interval is busy when the server used more than its idle rate plus two clock
+    ticks (0.02 CPU-seconds) in it: one model thread at work uses the whole interval.
+    """
+
+    def __init__(self, server, idle_rate, interval=0.1):
+        self.server, self.idle_rate, self.interval = server, idle_rate, interval
+        self.last_busy_end, self._stop = None, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self):
+        before, cpu = time.monotonic(), self.server.cpu_seconds()
+        while not self._stop.wait(self.interval):
+            now, used = time.monotonic(), self.server.cpu_seconds()
+            if used - cpu > self.idle_rate * (now - before) + 0.02:
+                self.last_busy_end = now
+            before, cpu = now, used
+
+    def wait_quiet(self, quiet_seconds=2.0, limit=300.0):
+        """Waits until no interval was busy for `quiet_seconds`; returns the last busy end."""
+        started = time.monotonic()
+        while time.monotonic() - started < limit:
+            last = self.last_busy_end
+            if time.monotonic() - (started if last is None else last) >= quiet_seconds:
+                break
+            time.sleep(self.interval)
+        self._stop.set()
+        self._thread.join()
+        return self.last_busy_end
+
+
+def idle_cpu_rate(server, seconds=2.0):
+    """The server's CPU-seconds a second while nothing is asked of it."""
+    started, cpu = time.monotonic(), server.cpu_seconds()
+    time.sleep(seconds)
+    return (server.cpu_seconds() - cpu) / (time.monotonic() - started)
+
+
 def abandoned_work(server, names, probe_seconds=None):
     """Six gRPC translate_n_best calls with a 2 s deadline.
 
     Without `probe_seconds`: seconds from the deadline until the server's CPU use
-    is quiet (within 0.1 CPU-seconds a second of its idle rate, over a 1 s window). With it: 1-row requests to the
-    other two models, from the start for that long, and their latencies.
+    falls back to idle (the end of its last busy 0.1 s interval, see `CpuWatch`; 0
+    when the work ended before the deadline). With it: 1-row requests to the other
+    two models, from the start for that long, and their latencies.
     """
     import grpc
     import tensorflow as tf
@@ -288,9 +332,8 @@ def abandoned_work(server, names, probe_seconds=None):
             status, _ = post_json(f"{server.url}/v1/models/{name}:predict", document)
             others.append((name, status, time.monotonic() - started))
 
-    idle_from, idle_cpu = time.monotonic(), server.cpu_seconds()
-    time.sleep(2.0)
-    idle_rate = (server.cpu_seconds() - idle_cpu) / (time.monotonic() - idle_from)
+    idle_rate = idle_cpu_rate(server)
+    watch = None if probe_seconds else CpuWatch(server, idle_rate)
     started = time.monotonic()
     threads = [threading.Thread(target=call) for _ in range(6)]
     if probe_seconds:
@@ -315,17 +358,9 @@ def abandoned_work(server, names, probe_seconds=None):
             "their_median_latency_s": round(statistics.median(latencies), 3)
             if latencies else None})
     else:
-        quiet_at, window = None, []
-        while time.monotonic() - deadline_at < 300:
-            window.append((time.monotonic(), server.cpu_seconds()))
-            window = [(t, c) for t, c in window if window[-1][0] - t <= 1.0]
-            span = window[-1][0] - window[0][0]
-            if span >= 0.95 and window[-1][1] - window[0][1] < (idle_rate + 0.1) * span:
-                quiet_at = window[0][0]
-                break
-            time.sleep(0.1)
+        last_busy = watch.wait_quiet()
         result["seconds_after_deadline_until_quiet"] = (
-            None if quiet_at is None else round(quiet_at - deadline_at, 2))
+            0.0 if last_busy is None else round(max(0.0, last_busy - deadline_at), 2))
         result["idle_cpu_per_second"] = round(idle_rate, 3)
     channel.close()
     return result
@@ -453,7 +488,7 @@ def abuse(paths, clients, seconds):
                 {"signature_name": "attention", "instances": [chinese_text(150)] * 250}))
             stopped = abandoned_work(server, names)
             results["abandoned_translate_n_best"] = stopped
-            quiet = stopped["seconds_after_deadline_until_quiet"] or 30
+            quiet = stopped["seconds_after_deadline_until_quiet"]
             results["other_models_meanwhile"] = abandoned_work(
                 server, names, probe_seconds=round(2 + quiet + 2, 1))
             results["load_run"] = load_run(server, names, clients, seconds)
@@ -487,7 +522,37 @@ def main(argv=None):
                          "(or --tiny_exports)")
     results = abuse(paths, args.clients, args.seconds)
     print(json.dumps(results, indent=2, ensure_ascii=False))
+    print("\n".join(abuse_summary(results)))
     return results
+
+
+def abuse_summary(results):
+    """The four numbers issue 56 asks for, one line each."""
+    lines = []
+    for key, what in (("context_probe", ":classify, 1,000 examples, 3.5 MB context"),
+                      ("attention_probe", "REST attention, 250 rows x 150 characters")):
+        probe = results[key]
+        lines.append(f"peak server memory, {what}: +{probe['peak_above_mb']} MB above "
+                     f"{probe['rss_before_mb']} MB (answer {probe['status']} after "
+                     f"{probe['seconds']} s)")
+    stopped = results["abandoned_translate_n_best"]
+    lines.append(f"abandoned work (6 gRPC translate_n_best, 200 x 150 characters, 2 s deadline): "
+                 f"server CPU back to idle {stopped['seconds_after_deadline_until_quiet']} s "
+                 f"after the deadline (clients got {', '.join(stopped['client_codes'])})")
+    others = results["other_models_meanwhile"]
+    lines.append(f"1-row requests to the other models meanwhile: worst "
+                 f"{others['their_worst_latency_s']} s, median {others['their_median_latency_s']}"
+                 f" s over {others['one_row_requests_to_other_models']} requests (statuses "
+                 f"{', '.join(others['their_statuses'])})")
+    load = results["load_run"]
+    total = sum(row["expected"] + sum(row["unexpected"].values())
+                for row in load["by_kind"].values())
+    failures = {kind: row["unexpected"] for kind, row in load["by_kind"].items()
+                if row["unexpected"]}
+    lines.append(f"load run ({load['clients']} clients, {load['seconds']} s, every 8th request "
+                 f"abusive): {load['unexpected']} unexpected answers of {total}"
+                 + (f": {failures}" if failures else ""))
+    return lines
 
 
 def operations():

@@ -4,6 +4,7 @@ their extremes, JSON errors for unparsable HTTP, warmup for every signature."""
 
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -125,25 +126,147 @@ def test_abandoned_work_stops_within_a_slice_and_never_starves_another_model(bas
         assert rows_done(running) == done < 60
 
 
-def test_a_grpc_client_deadline_stops_the_work(bases):
-    import grpc
+def _grpc_work_request(rows):
     from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name, request.model_spec.signature_name = "work", "work"
+    request.inputs["n"].CopyFrom(tf.make_tensor_proto([ROW_LOOPS] * rows, dtype=tf.int32))
+    return request
+
+
+def _grpc_predict(running, request, timeout):
+    """The gRPC status code name of one Predict call."""
+    import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    limits = config_lib.ServingLimits(max_rows_per_call=1)
-    with serve({"work": bases["work"]}, limits) as running:
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name, request.model_spec.signature_name = "work", "work"
-        request.inputs["n"].CopyFrom(tf.make_tensor_proto([ROW_LOOPS] * 60, dtype=tf.int32))
-        with grpc.insecure_channel(running.grpc_target) as channel:
-            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-            with pytest.raises(grpc.RpcError) as raised:
-                stub.Predict(request, timeout=1.0)
-        assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        stopped = time.monotonic()
-        wait_until(lambda: running.server.core.calls_in_flight() == 0, timeout=10)
-        assert time.monotonic() - stopped < 3  # One slice (0.3 s) after the deadline.
-        assert rows_done(running) < 60
+    with grpc.insecure_channel(running.grpc_target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            stub.Predict(request, timeout=timeout)
+        except grpc.RpcError as error:
+            return error.code().name
+    return "OK"
+
+
+def _send_and_leave_open(running, model, document):
+    """Sends a REST predict on a raw socket and returns the open socket."""
+    host, port = running.rest_url[len("http://"):].rsplit(":", 1)
+    body = json.dumps(document).encode()
+    connection = socket.create_connection((host, int(port)), timeout=10)
+    connection.sendall(f"POST /v1/models/{model}:predict HTTP/1.1\r\nHost: x\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return connection
+
+
+# Slices sized by time: a work row (about 0.3 s) is over this target, so every
+# slice holds one row although --max_rows_per_model_call allows 8.
+ONE_ROW_SLICES = config_lib.ServingLimits(slice_seconds=0.01)
+
+
+def test_a_grpc_client_deadline_stops_the_work_within_one_slice(bases):
+    with serve({"work": bases["work"]}, ONE_ROW_SLICES) as running:
+        assert _grpc_predict(running, _grpc_work_request(60), 1.0) == "DEADLINE_EXCEEDED"
+        at_deadline = rows_done(running)
+        wait_until(lambda: running.server.core.calls_in_flight() == 0, timeout=20)
+        # At most the one-row slice running at the deadline (and one the server
+        # started as it saw the deadline a moment after the client) ends after it.
+        assert rows_done(running) - at_deadline <= 2, (at_deadline, rows_done(running))
+
+
+def test_a_rest_client_that_disconnects_stops_the_work(bases):
+    with serve({"work": bases["work"]}, ONE_ROW_SLICES) as running:
+        connection = _send_and_leave_open(running, "work", {"signature_name": "work",
+                                                            "inputs": [ROW_LOOPS] * 60})
+        wait_until(lambda: rows_done(running) >= 1)
+        connection.close()  # Long before the 30 s deadline.
+        at_close = rows_done(running)
+        wait_until(lambda: running.server.core.calls_in_flight() == 0, timeout=20)
+        assert rows_done(running) - at_close <= 2, (at_close, rows_done(running))
+
+
+def test_queued_calls_whose_deadline_passed_or_client_left_never_start(bases):
+    with serve({"work": bases["work"]}, ONE_ROW_SLICES, num_model_threads=1) as running:
+        core = running.server.core
+        answers = []
+        first = threading.Thread(target=lambda: answers.append(predict(
+            running, "work", {"signature_name": "work", "inputs": [ROW_LOOPS] * 10})))
+        first.start()
+        wait_until(lambda: core.calls_in_flight() == 1)
+        # Both wait behind the first call on the model's only thread.
+        left = _send_and_leave_open(running, "work", {"signature_name": "work",
+                                                      "inputs": [ROW_LOOPS] * 5})
+        wait_until(lambda: core.calls_in_flight() == 2)
+        left.close()
+        assert _grpc_predict(running, _grpc_work_request(5), 0.5) == "DEADLINE_EXCEEDED"
+        first.join(60)
+        assert answers[0][0] == 200, answers
+        wait_until(lambda: core.calls_in_flight() == 0)
+        assert rows_done(running) == 10  # Only the first call's rows ever ran.
+
+
+class _PacedSignature:
+    """A stand-in signature whose calls cost `per_row` seconds a row and
+    `per_byte` a byte of text on a fake clock.
+
+    `latest_pace` is what `Signature.run` would have recorded of its latest
+    call; `slices` holds the rows of each call.
+    """
+
+    name = "paced"
+
+    def __init__(self, clock, per_row, per_byte=0.0, latest_pace=None):
+        self.clock, self.per_row, self.per_byte = clock, per_row, per_byte
+        self.latest_pace, self.slices = latest_pace, []
+
+    def row_count(self, inputs):
+        return len(inputs["text"])
+
+    def run(self, inputs):
+        texts = inputs["text"]
+        self.slices.append(len(texts))
+        self.clock[0] += self.per_row * len(texts) + self.per_byte * sum(map(len, texts))
+        return {"length": np.array([len(text) for text in texts])}
+
+
+def test_slices_are_sized_from_the_time_target(monkeypatch):
+    from keras_transformer.serving import budgets
+    from keras_transformer.serving import errors
+
+    clock = [0.0]
+    monkeypatch.setattr(budgets.time, "monotonic", lambda: clock[0])
+    short = {"text": np.array([b"x" * 10] * 10, object)}
+    # Unknown pace: one row first; then as many rows as 1 s allows at 0.3 s a row.
+    signature = _PacedSignature(clock, 0.3)
+    outputs = budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    assert signature.slices == [1, 3, 3, 3] and outputs["length"].tolist() == [10] * 10
+    # The first slice follows the signature's latest pace (capped at max_rows).
+    signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 10, 100))
+    budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    assert signature.slices == [8, 2]
+    # Rows longer than the latest call's are sized by bytes: 1 s at 10 bytes a
+    # second (what 10-byte rows took) is one 100-byte row, not ten.
+    long = {"text": np.array([b"y" * 100] * 6, object)}
+    signature = _PacedSignature(clock, 0.0, 0.003, latest_pace=budgets.Pace(0.1, 1, 10))
+    budgets.run_sliced(signature, long, 8, slice_seconds=1.0)
+    assert signature.slices == [1, 3, 2]
+    # Without a time target, slices of max_rows; a call fitting one slice runs whole.
+    signature = _PacedSignature(clock, 0.3)
+    budgets.run_sliced(signature, short, 4)
+    assert signature.slices == [4, 4, 2]
+    signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 1, 10))
+    budgets.run_sliced(signature, short, 10, slice_seconds=1.0)
+    assert signature.slices == [10]
+    # should_stop is asked before every slice, the first included.
+    asked = []
+    signature = _PacedSignature(clock, 0.3)
+    with pytest.raises(errors.ServingError, match="stopped after 4 of 10 rows"):
+        budgets.run_sliced(signature, short, 8, should_stop=lambda: asked.append(1) or
+                           len(asked) > 2, slice_seconds=1.0)
+    assert signature.slices == [1, 3]
+    with pytest.raises(errors.ServingError, match="before the model call started"):
+        budgets.run_sliced(signature, short, 8, should_stop=lambda: True, slice_seconds=1.0)
+    assert signature.slices == [1, 3]
 
 
 # ------------------------------------------------ bounded, interruptible responses
@@ -156,7 +279,8 @@ def test_a_response_over_the_limit_is_a_4xx_naming_the_flag(bases):
                                                  "inputs": [10_000] * 10})
         assert status == 400, body
         assert "--max_response_bytes" in body["error"] and "100000" in body["error"]
-        assert "after 4 of its 10 rows" in body["error"]  # Stopped as soon as it was over.
+        # Stopped at the first slice past the limit (40 KB a row; slices of 1 or 2 rows).
+        assert re.search(r"after [34] of its 10 rows", body["error"]), body["error"]
         status, body = predict(running, "work", {"signature_name": "wide",
                                                  "inputs": [1000] * 10})
         assert status == 200 and np.shape(body["outputs"]) == (10, 1000)

@@ -41,13 +41,15 @@ def test_tf_serving_flags_build_server_options(tmp_path):
         "--enable_batching=true", "--batching_parameters_file", str(batching_file),
         "--enable_model_warmup=false",
         "--monitoring_config_file", str(monitoring_file), "--file_system_poll_wait_seconds=5",
-        "--rest_api_timeout_in_ms=1500", "--max_request_bytes=1000"))
+        "--rest_api_timeout_in_ms=1500", "--max_request_bytes=1000",
+        "--model_call_slice_in_ms=250"))
     assert options.model_config.model_config_list.config[0].name == "zh_en"
     assert (options.port, options.rest_api_port, options.host) == (9000, None, "127.0.0.1")
     assert options.batching.max_batch_size == 16 and options.batching.batch_timeout_micros == 2000
     assert options.monitoring.prometheus_path == "/metrics"
     assert options.poll_seconds == 5 and options.enable_model_warmup is False
     assert options.limits.request_timeout_s == 1.5 and options.limits.max_body_bytes == 1000
+    assert options.limits.slice_seconds == 0.25
 
 
 def test_single_model_flags_and_bad_combinations(tmp_path):
@@ -65,6 +67,9 @@ def test_single_model_flags_and_bad_combinations(tmp_path):
     with pytest.raises(config_lib.ConfigError):
         command.options_from_args(parse(f"--model_base_path={tmp_path}",
                                            "--batching_parameters_file=x"))
+    with pytest.raises(config_lib.ConfigError, match="--model_call_slice_in_ms must be positive"):
+        command.options_from_args(parse(f"--model_base_path={tmp_path}",
+                                           "--model_call_slice_in_ms=0"))
 
 
 FORBIDDEN = ("keras", "keras_transformer.layers", "keras_transformer.models",
