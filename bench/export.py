@@ -34,7 +34,9 @@ folders (`export --format ctranslate2`), each greedy and beam 4 (α and β the
 export's defaults, CTranslate2 given the same): batch-1 latency (p50, p99) and
 batch-32 sentences/s on the run's test sentences, each model in turn in one fresh
 process; size on disk (a SavedModel's graph and variables, a CTranslate2 folder's
-model); BLEU of the test split (the first 64 sentences with --quick). CTranslate2
+model); BLEU of the test split (the first 64 sentences with --quick); for each
+SavedModel, the kernel time of one batch-32 call per op type (`tf.profiler`, the
+most costly types), which shows where a format gains or loses. CTranslate2
 runs with as many threads as the machine has cores, as TensorFlow does. Ratios are
 against CTranslate2 int8, the fastest CPU engine's usual setting.
 """
@@ -161,6 +163,7 @@ def _measure(exports, sentences, rounds, batch_rounds):
 FORMAT_QUANTIZATIONS = ("none", "int8", "bfloat16")
 CTRANSLATE2_TYPES = ("float32", "int8")
 HEADLINE = "CTranslate2 int8"
+PROFILED_OPS = 6  # op types reported per SavedModel format
 DEMO_RUN = os.path.join("runs", "zh-en")
 
 
@@ -208,6 +211,7 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds):
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
     from bench.common import time_interleaved
+    from bench.profile import kernel_times
     from keras_transformer.evaluation.translators import CTranslate2Translator
 
     translators = {}
@@ -236,12 +240,18 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds):
                                warmup=0, repeats=batch_rounds)
     measured = {}
     for name, seconds in zip(names, batch32):
+        # Where a batch-32 call's time goes, per op type (a SavedModel runs TensorFlow
+        # kernels the profiler sees; CTranslate2's are its own).
+        op_times = {}
+        if formats[name]["kind"] == "savedmodel":
+            totals = kernel_times(lambda n=name: translators[n](sentences[:32]), calls=1)
+            op_times = dict(totals.most_common(PROFILED_OPS))
         hypotheses = []
         for start in range(0, len(bleu_sources), 32):
             hypotheses += translators[name](bleu_sources[start : start + 32])
         measured[name] = {"p50": float(np.percentile(latency[name], 50)),
                           "p99": float(np.percentile(latency[name], 99)),
-                          "batch32": seconds, "hypotheses": hypotheses}
+                          "batch32": seconds, "hypotheses": hypotheses, "op_times": op_times}
     return measured
 
 
@@ -292,6 +302,9 @@ def _run_formats(results, run_dir, quick, xla_modes):
                     f"{name}: BLEU", numbers["bleu"], "BLEU")
         results.add("export", f"{label}, size on disk", f"{name}: size",
                     numbers["megabytes"], "MB")
+        for op_type, milliseconds in numbers.pop("op_times").items():
+            results.add("export", f"{label}, batch 32, kernel time per op type",
+                        f"{name}: {op_type}", milliseconds, "ms per call")
     results.context["export_formats"] = {"run": os.path.abspath(run_dir), **measured}
 
 
