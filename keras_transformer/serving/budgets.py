@@ -164,6 +164,48 @@ def slice_rows(pace, next_row_bytes, slice_seconds, max_rows):
     return max(1, min(max_rows, rows))
 
 
+def sliced_call(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
+                slice_seconds=None):
+    """Runs `signature` on `inputs` in slices of rows, yielding between slices.
+
+    A generator: each `next` runs one slice (its `should_stop` check first), and
+    the call's outputs are the generator's return value (`StopIteration.value`).
+    Whoever drives it chooses when the next slice runs: `run_sliced` runs them
+    back to back, a `scheduling.SliceScheduler` interleaves them with other
+    requests' slices. The arguments are `run_sliced`'s.
+
+    Yields:
+        None after each slice that leaves rows to run.
+    """
+    rows = signature.row_count(inputs)
+    limit = float("inf") if max_response_bytes is None else max_response_bytes
+    sizes = row_bytes(inputs, rows) if rows else None
+    pace = signature.latest_pace
+    parts, size, start = [], 0, 0
+    while True:
+        if should_stop is not None and should_stop():
+            raise deadline_exceeded(
+                f"Deadline Exceeded: stopped after {start} of {rows} rows" if start
+                else "Deadline Exceeded before the model call started")
+        step = None if not rows else slice_rows(pace, sizes[start:], slice_seconds, max_rows)
+        if step is None or (not start and rows <= step):
+            outputs = signature.run(inputs)
+            check_response_bytes(signature.name, outputs, limit)
+            return outputs
+        step = min(step, rows - start)
+        began = time.monotonic()
+        part = signature.run({name: array[start:start + step] for name, array in inputs.items()})
+        pace = Pace(time.monotonic() - began, step, int(sizes[start:start + step].sum()))
+        start += step
+        size += sum(array_bytes(array) for array in part.values())
+        if size > limit:
+            raise response_too_large(signature.name, size, limit, start, rows)
+        parts.append(part)
+        if start == rows:
+            return _concatenate_outputs(parts)
+        yield
+
+
 def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
                slice_seconds=None):
     """Runs `signature` on `inputs` in slices of rows, stopping when told.
@@ -192,32 +234,13 @@ def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop
         ServingError: DEADLINE_EXCEEDED when stopped before a slice,
             RESOURCE_EXHAUSTED when the outputs pass `max_response_bytes`.
     """
-    rows = signature.row_count(inputs)
-    limit = float("inf") if max_response_bytes is None else max_response_bytes
-    sizes = row_bytes(inputs, rows) if rows else None
-    pace = signature.latest_pace
-    parts, size, start = [], 0, 0
+    steps = sliced_call(signature, inputs, max_rows, max_response_bytes, should_stop,
+                        slice_seconds)
     while True:
-        if should_stop is not None and should_stop():
-            raise deadline_exceeded(
-                f"Deadline Exceeded: stopped after {start} of {rows} rows" if start
-                else "Deadline Exceeded before the model call started")
-        step = None if not rows else slice_rows(pace, sizes[start:], slice_seconds, max_rows)
-        if step is None or (not start and rows <= step):
-            outputs = signature.run(inputs)
-            check_response_bytes(signature.name, outputs, limit)
-            return outputs
-        step = min(step, rows - start)
-        began = time.monotonic()
-        part = signature.run({name: array[start:start + step] for name, array in inputs.items()})
-        pace = Pace(time.monotonic() - began, step, int(sizes[start:start + step].sum()))
-        start += step
-        size += sum(array_bytes(array) for array in part.values())
-        if size > limit:
-            raise response_too_large(signature.name, size, limit, start, rows)
-        parts.append(part)
-        if start == rows:
-            return _concatenate_outputs(parts)
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value
 
 
 def stopper(deadline, cancelled):

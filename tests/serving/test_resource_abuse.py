@@ -189,11 +189,12 @@ def test_queued_calls_whose_deadline_passed_or_client_left_never_start(bases):
     with serve({"work": bases["work"]}, ONE_ROW_SLICES, num_model_threads=1) as running:
         core = running.server.core
         answers = []
+        # Two slices of one long row (about 1.8 s each) on the model's only thread.
         first = threading.Thread(target=lambda: answers.append(predict(
-            running, "work", {"signature_name": "work", "inputs": [ROW_LOOPS] * 10})))
+            running, "work", {"signature_name": "work", "inputs": [6 * ROW_LOOPS] * 2})))
         first.start()
         wait_until(lambda: core.calls_in_flight() == 1)
-        # Both wait behind the first call on the model's only thread.
+        # Both wait for a turn while the first call's first slice runs.
         left = _send_and_leave_open(running, "work", {"signature_name": "work",
                                                       "inputs": [ROW_LOOPS] * 5})
         wait_until(lambda: core.calls_in_flight() == 2)
@@ -202,7 +203,26 @@ def test_queued_calls_whose_deadline_passed_or_client_left_never_start(bases):
         first.join(60)
         assert answers[0][0] == 200, answers
         wait_until(lambda: core.calls_in_flight() == 0)
-        assert rows_done(running) == 10  # Only the first call's rows ever ran.
+        assert rows_done(running) == 2  # Only the first call's rows ever ran.
+
+
+def test_a_one_row_request_never_waits_for_a_many_slice_request_to_end(bases):
+    with serve({"work": bases["work"]}, ONE_ROW_SLICES, num_model_threads=1) as running:
+        core = running.server.core
+        answers = []
+        big = threading.Thread(target=lambda: answers.append(predict(
+            running, "work", {"signature_name": "work", "inputs": [ROW_LOOPS] * 12})))
+        big.start()
+        wait_until(lambda: rows_done(running) >= 1)
+        status, body = predict(running, "work", {"signature_name": "work",
+                                                 "inputs": [ROW_LOOPS]})
+        assert status == 200, body
+        # The big call takes turns with it on the model's one thread, slice by
+        # slice: it is still running (first-in first-out would have finished it).
+        assert core.calls_in_flight() == 1 and rows_done(running) < 13
+        big.join(60)
+        assert answers[0][0] == 200 and len(answers[0][1]["outputs"]) == 12, answers
+        assert rows_done(running) == 13
 
 
 class _PacedSignature:
