@@ -12,7 +12,8 @@ Three rules, each answered with a 4xx that names its flag:
   take about `slice_seconds` each (at most `max_rows_per_call` rows), and
   `should_stop()` (the deadline passed, or the client left) is asked before
   every slice. A call's abandoned work thus ends within one slice; a signature
-  without a batch dimension cannot be sliced and runs to its end.
+  without a batch dimension cannot be sliced and runs to its end. The server
+  runs a call's slices in turn with other calls' (`scheduling.SliceScheduler`).
 
 Shapes: B rows (axis 0 of every input and output of a sliceable signature).
 """
@@ -166,16 +167,38 @@ def slice_rows(pace, next_row_bytes, slice_seconds, max_rows):
 
 def sliced_call(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
                 slice_seconds=None):
-    """Runs `signature` on `inputs` in slices of rows, yielding between slices.
+    """Runs `signature` on `inputs` in slices of rows, stopping when told.
 
-    A generator: each `next` runs one slice (its `should_stop` check first), and
-    the call's outputs are the generator's return value (`StopIteration.value`).
-    Whoever drives it chooses when the next slice runs: `run_sliced` runs them
-    back to back, a `scheduling.SliceScheduler` interleaves them with other
-    requests' slices. The arguments are `run_sliced`'s.
+    A generator: each `next` runs one slice, `should_stop` asked first, and the
+    call's outputs are its return value (`StopIteration.value`), so whoever
+    drives it chooses when the next slice runs (`scheduling.SliceScheduler`
+    interleaves them with other calls' slices). Each slice takes about
+    `slice_seconds`: its rows come from the pace of the call's previous slice
+    (`slice_rows`), the first slice's from the signature's latest call
+    (`Signature.latest_pace`). A signature whose inputs have no batch dimension
+    runs in one call.
+
+    Args:
+        signature: a `servable.Signature` (its `run`, `row_count` and
+            `latest_pace`).
+        inputs: checked inputs {name: (B, ...) array}.
+        max_rows: most rows per slice.
+        max_response_bytes: stop once the outputs hold more (None: no limit;
+            a merged batch of several requests is checked request by request).
+        should_stop: callable() -> True when the work is no longer wanted,
+            asked before every slice, the first included.
+        slice_seconds: the time one slice should take (None: `max_rows` rows
+            a slice).
 
     Yields:
         None after each slice that leaves rows to run.
+
+    Returns:
+        dict {output name: array}, as one call of the whole request returns.
+
+    Raises:
+        ServingError: DEADLINE_EXCEEDED when stopped before a slice,
+            RESOURCE_EXHAUSTED when the outputs pass `max_response_bytes`.
     """
     rows = signature.row_count(inputs)
     limit = float("inf") if max_response_bytes is None else max_response_bytes
@@ -206,43 +229,6 @@ def sliced_call(signature, inputs, max_rows, max_response_bytes=None, should_sto
         yield
 
 
-def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
-               slice_seconds=None):
-    """Runs `signature` on `inputs` in slices of rows, stopping when told.
-
-    Each slice takes about `slice_seconds`: its rows come from the pace of the
-    request's previous slice (`slice_rows`), the first slice's from the
-    signature's latest call (`Signature.latest_pace`). A signature whose inputs
-    have no batch dimension runs in one call.
-
-    Args:
-        signature: a `servable.Signature` (its `run`, `row_count` and
-            `latest_pace`).
-        inputs: checked inputs {name: (B, ...) array}.
-        max_rows: most rows per slice.
-        max_response_bytes: stop once the outputs hold more (None: no limit;
-            a merged batch of several requests is checked request by request).
-        should_stop: callable() -> True when the work is no longer wanted,
-            asked before every slice, the first included.
-        slice_seconds: the time one slice should take (None: `max_rows` rows
-            a slice).
-
-    Returns:
-        dict {output name: array}, as one call of the whole request returns.
-
-    Raises:
-        ServingError: DEADLINE_EXCEEDED when stopped before a slice,
-            RESOURCE_EXHAUSTED when the outputs pass `max_response_bytes`.
-    """
-    steps = sliced_call(signature, inputs, max_rows, max_response_bytes, should_stop,
-                        slice_seconds)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as finished:
-            return finished.value
-
-
 def stopper(deadline, cancelled):
-    """should_stop for `run_sliced`: the deadline (monotonic) passed, or `cancelled` is set."""
+    """should_stop for `sliced_call`: the deadline (monotonic) passed, or `cancelled` is set."""
     return lambda: cancelled.is_set() or time.monotonic() >= deadline

@@ -249,6 +249,18 @@ class _PacedSignature:
         return {"length": np.array([len(text) for text in texts])}
 
 
+def _run_to_end(*args, **kwargs):
+    """Runs `budgets.sliced_call(*args, **kwargs)`'s slices back to back; its outputs."""
+    from keras_transformer.serving import budgets
+
+    steps = budgets.sliced_call(*args, **kwargs)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value
+
+
 def test_slices_are_sized_from_the_time_target(monkeypatch):
     from keras_transformer.serving import budgets
     from keras_transformer.serving import errors
@@ -258,34 +270,34 @@ def test_slices_are_sized_from_the_time_target(monkeypatch):
     short = {"text": np.array([b"x" * 10] * 10, object)}
     # Unknown pace: one row first; then as many rows as 1 s allows at 0.3 s a row.
     signature = _PacedSignature(clock, 0.3)
-    outputs = budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    outputs = _run_to_end(signature, short, 8, slice_seconds=1.0)
     assert signature.slices == [1, 3, 3, 3] and outputs["length"].tolist() == [10] * 10
     # The first slice follows the signature's latest pace (capped at max_rows).
     signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 10, 100))
-    budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    _run_to_end(signature, short, 8, slice_seconds=1.0)
     assert signature.slices == [8, 2]
     # Rows longer than the latest call's are sized by bytes: 1 s at 10 bytes a
     # second (what 10-byte rows took) is one 100-byte row, not ten.
     long = {"text": np.array([b"y" * 100] * 6, object)}
     signature = _PacedSignature(clock, 0.0, 0.003, latest_pace=budgets.Pace(0.1, 1, 10))
-    budgets.run_sliced(signature, long, 8, slice_seconds=1.0)
+    _run_to_end(signature, long, 8, slice_seconds=1.0)
     assert signature.slices == [1, 3, 2]
     # Without a time target, slices of max_rows; a call fitting one slice runs whole.
     signature = _PacedSignature(clock, 0.3)
-    budgets.run_sliced(signature, short, 4)
+    _run_to_end(signature, short, 4)
     assert signature.slices == [4, 4, 2]
     signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 1, 10))
-    budgets.run_sliced(signature, short, 10, slice_seconds=1.0)
+    _run_to_end(signature, short, 10, slice_seconds=1.0)
     assert signature.slices == [10]
     # should_stop is asked before every slice, the first included.
     asked = []
     signature = _PacedSignature(clock, 0.3)
     with pytest.raises(errors.ServingError, match="stopped after 4 of 10 rows"):
-        budgets.run_sliced(signature, short, 8, should_stop=lambda: asked.append(1) or
+        _run_to_end(signature, short, 8, should_stop=lambda: asked.append(1) or
                            len(asked) > 2, slice_seconds=1.0)
     assert signature.slices == [1, 3]
     with pytest.raises(errors.ServingError, match="before the model call started"):
-        budgets.run_sliced(signature, short, 8, should_stop=lambda: True, slice_seconds=1.0)
+        _run_to_end(signature, short, 8, should_stop=lambda: True, slice_seconds=1.0)
     assert signature.slices == [1, 3]
 
 
