@@ -6,6 +6,8 @@ Modules (one idea each):
     warmup        assets.extra/tf_serving_warmup_requests replay
     manager       version policy, loading, atomic switch, ref-counted unload
     batching      dynamic batching of concurrent requests
+    budgets       byte budgets; model calls run in slices that stop at a deadline
+    scheduling    a model's threads shared between its calls slice by slice
     inference     the request path shared by REST and gRPC
     json_tensor   REST JSON formats <-> numpy
     tensors       TensorProto <-> numpy

@@ -53,7 +53,7 @@ class BatchScheduler:
         run_batch: callable(dict name -> array (B, ...), should_stop) -> dict
             name -> array (B, ...); called once per batch from a batch thread.
             `should_stop()` turns True once every request of the batch is past
-            its deadline or cancelled (see `budgets.run_sliced`).
+            its deadline or cancelled (see `budgets.sliced_call`).
         options: a `config.BatchingOptions`.
         name: used in thread names and logs.
         on_batch: optional callable(batch_size), e.g. a metrics hook.

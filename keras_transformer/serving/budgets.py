@@ -12,7 +12,8 @@ Three rules, each answered with a 4xx that names its flag:
   take about `slice_seconds` each (at most `max_rows_per_call` rows), and
   `should_stop()` (the deadline passed, or the client left) is asked before
   every slice. A call's abandoned work thus ends within one slice; a signature
-  without a batch dimension cannot be sliced and runs to its end.
+  without a batch dimension cannot be sliced and runs to its end. The server
+  runs a call's slices in turn with other calls' (`scheduling.SliceScheduler`).
 
 Shapes: B rows (axis 0 of every input and output of a sliceable signature).
 """
@@ -164,14 +165,18 @@ def slice_rows(pace, next_row_bytes, slice_seconds, max_rows):
     return max(1, min(max_rows, rows))
 
 
-def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
-               slice_seconds=None):
+def sliced_call(signature, inputs, max_rows, max_response_bytes=None, should_stop=None,
+                slice_seconds=None):
     """Runs `signature` on `inputs` in slices of rows, stopping when told.
 
-    Each slice takes about `slice_seconds`: its rows come from the pace of the
-    request's previous slice (`slice_rows`), the first slice's from the
-    signature's latest call (`Signature.latest_pace`). A signature whose inputs
-    have no batch dimension runs in one call.
+    A generator: each `next` runs one slice, `should_stop` asked first, and the
+    call's outputs are its return value (`StopIteration.value`), so whoever
+    drives it chooses when the next slice runs (`scheduling.SliceScheduler`
+    interleaves them with other calls' slices). Each slice takes about
+    `slice_seconds`: its rows come from the pace of the call's previous slice
+    (`slice_rows`), the first slice's from the signature's latest call
+    (`Signature.latest_pace`). A signature whose inputs have no batch dimension
+    runs in one call.
 
     Args:
         signature: a `servable.Signature` (its `run`, `row_count` and
@@ -184,6 +189,9 @@ def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop
             asked before every slice, the first included.
         slice_seconds: the time one slice should take (None: `max_rows` rows
             a slice).
+
+    Yields:
+        None after each slice that leaves rows to run.
 
     Returns:
         dict {output name: array}, as one call of the whole request returns.
@@ -218,8 +226,9 @@ def run_sliced(signature, inputs, max_rows, max_response_bytes=None, should_stop
         parts.append(part)
         if start == rows:
             return _concatenate_outputs(parts)
+        yield
 
 
 def stopper(deadline, cancelled):
-    """should_stop for `run_sliced`: the deadline (monotonic) passed, or `cancelled` is set."""
+    """should_stop for `sliced_call`: the deadline (monotonic) passed, or `cancelled` is set."""
     return lambda: cancelled.is_set() or time.monotonic() >= deadline

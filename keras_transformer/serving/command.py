@@ -153,7 +153,8 @@ def add_arguments(parser):
         help="On SIGTERM/SIGINT, how long in-flight requests may finish before the process "
              "exits anyway; a second signal exits at once.")
     add("--num_model_threads", type=int, default=None,
-        help="Threads for model calls, per model (default: the CPUs, at least 2).")
+        help="Threads that run model calls' slices, per model; calls take turns slice by "
+             "slice (default: the CPUs, at least 2).")
     _bool_flag(add, "--web_page", True,
                "Serve the page (translation, generation or classification) at / (on the "
                "REST port); --web_page=false turns it off.")

@@ -200,7 +200,8 @@ class BatchingOptions:
         max_batch_size: most rows merged into one model call.
         batch_timeout_micros: how long the first request of a batch waits for
             others before the batch runs anyway.
-        num_batch_threads: batches run in parallel.
+        num_batch_threads: a signature's batches in flight at once (their
+            slices run on the model's threads, `scheduling.SliceScheduler`).
         max_enqueued_batches: queue capacity, in batches; a request beyond it
             is refused with UNAVAILABLE.
         allowed_batch_sizes: when set, a batch is padded up to the next size in
@@ -352,9 +353,9 @@ class ServerOptions:
         signature_method_name_check: Classify only signatures whose method name
             is tensorflow/serving/classify (TF Serving's
             --enable_signature_method_name_check; off by default, as there).
-        num_model_threads: threads for unbatched model calls, per model, so one
-            model's calls never hold the threads another needs (None: the
-            number of CPUs, at least 2).
+        num_model_threads: threads that run model calls' slices (merged
+            batches' included), per model, so one model's calls never hold the
+            threads another needs (None: the number of CPUs, at least 2).
         web_page: serve the model page at "/" (False: "/" answers 404).
         static_dir: folder whose index.html (and other top-level files) are served
             at "/" instead of the packaged page, `WEB_PAGE_DIR`.

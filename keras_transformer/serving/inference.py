@@ -7,14 +7,15 @@ KServe's endpoints and data plane:
    parsing a large body never stalls the event loop. Inside it the endpoint calls
    `resolve` (takes a handle on the version, finds the signature) and converts the
    request to typed tensors against that signature, checking the limits first.
-2. `ServingCore.infer(target, inputs, deadline)` runs the call on a thread of the
-   model's own pool (or hands it to the signature's batch scheduler), in slices
-   of rows sized by time with the deadline checked before each
-   (`budgets.run_sliced`). A call whose deadline passed, or whose client left,
-   before it started never runs; one whose deadline passes, or whose client
-   leaves, stops at its next slice. Each model has its
-   own threads, so one model's work (abandoned or not) never holds the threads
-   another model's requests need.
+2. `ServingCore.infer(target, inputs, deadline)` runs the call on the model's
+   own threads (directly, or as a merged batch from the signature's batch
+   scheduler), in slices of rows sized by time with the deadline checked before
+   each (`budgets.sliced_call`); the model's `scheduling.SliceScheduler` lets
+   its calls take turns slice by slice, so a large call never holds a thread
+   until it ends. A call whose deadline passed, or whose client left, before it
+   started never runs; one whose deadline passes, or whose client leaves, stops
+   at its next slice. Each model has its own threads, so one model's work
+   (abandoned or not) never holds the threads another model's requests need.
 3. `ServingCore.encode(work, deadline, ...)` encodes the outputs on a worker
    thread, within the same deadline.
 
@@ -38,6 +39,7 @@ from tensorflow_serving.apis import get_model_status_pb2
 from keras_transformer.serving import budgets
 from keras_transformer.serving import classifier
 from keras_transformer.serving import errors
+from keras_transformer.serving import scheduling
 
 REGRESS_METHOD = "tensorflow/serving/regress"
 
@@ -59,12 +61,12 @@ def model_status_response(status_rows):
     return response
 
 
-def _run_call(signature, inputs, limits, deadline, cancelled):
+def _sliced_call(signature, inputs, limits, deadline, cancelled):
     # A call whose client left or whose deadline passed while it was queued
-    # never starts: run_sliced asks before its first slice too.
-    return budgets.run_sliced(signature, inputs, limits.max_rows_per_call,
-                              limits.max_response_bytes, budgets.stopper(deadline, cancelled),
-                              limits.slice_seconds)
+    # never starts: sliced_call asks before its first slice too.
+    return budgets.sliced_call(signature, inputs, limits.max_rows_per_call,
+                               limits.max_response_bytes, budgets.stopper(deadline, cancelled),
+                               limits.slice_seconds)
 
 
 class Target:
@@ -132,8 +134,8 @@ class ServingCore:
         registry: a `manager.ModelRegistry`.
         limits: `config.ServingLimits`.
         metrics: a `metrics.ServingMetrics`.
-        num_threads: worker threads for model calls not handled by a batch
-            scheduler, per model (None: the CPUs, at least 2).
+        num_threads: threads that run model calls' slices, per model (None:
+            the CPUs, at least 2).
         num_decode_threads: worker threads that parse and encode requests
             (TF Serving's --rest_api_num_threads).
         method_name_check: Classify also requires the signature's method name
@@ -148,8 +150,8 @@ class ServingCore:
         self.method_name_check = method_name_check
         cpus = os.cpu_count() or 1
         self._threads_per_model = num_threads or max(2, cpus)
-        self._model_pools = {}  # Model name -> its own ThreadPoolExecutor.
-        self._pools_lock = threading.Lock()
+        self._schedulers = {}  # Model name -> its own SliceScheduler.
+        self._schedulers_lock = threading.Lock()
         # Administrative work (config reloads): never queued behind inference.
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="admin")
@@ -158,16 +160,16 @@ class ServingCore:
         self._in_flight = set()  # Model-call futures not yet done (shutdown drains them).
         self._in_flight_lock = threading.Lock()
 
-    def model_pool(self, model_name):
-        """The thread pool that runs `model_name`'s unbatched calls (made on first use)."""
-        with self._pools_lock:
-            pool = self._model_pools.get(model_name)
-            if pool is None:
-                pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self._threads_per_model,
-                    thread_name_prefix=f"model-{model_name}")
-                self._model_pools[model_name] = pool
-            return pool
+    def model_scheduler(self, model_name):
+        """The `SliceScheduler` that runs `model_name`'s calls, merged batches
+        included (made on first use)."""
+        with self._schedulers_lock:
+            scheduler = self._schedulers.get(model_name)
+            if scheduler is None:
+                scheduler = scheduling.SliceScheduler(self._threads_per_model,
+                                                      f"model-{model_name}")
+                self._schedulers[model_name] = scheduler
+            return scheduler
 
     def metrics_model_name(self, name):
         """The model_name metrics label: unknown names collapse to ""."""
@@ -282,8 +284,8 @@ class ServingCore:
             if batcher is not None:
                 future = batcher.submit(inputs, deadline, cancelled)
             else:
-                future = self.model_pool(target.model_name).submit(
-                    _run_call, target.signature, inputs, limits, deadline, cancelled)
+                future = self.model_scheduler(target.model_name).submit(
+                    _sliced_call(target.signature, inputs, limits, deadline, cancelled))
             target.release_when_done(future)
             self._track(future)
         try:
@@ -354,7 +356,9 @@ class ServingCore:
         future.add_done_callback(forget)
 
     def shutdown(self):
-        with self._pools_lock:
-            pools = list(self._model_pools.values())
-        for pool in [self.executor, self.decoder, *pools]:
+        with self._schedulers_lock:
+            schedulers = list(self._schedulers.values())
+        for pool in [self.executor, self.decoder]:
             pool.shutdown(wait=False, cancel_futures=True)
+        for scheduler in schedulers:
+            scheduler.shutdown()

@@ -68,7 +68,7 @@ class Signature:
     Attributes:
         latest_pace: a `budgets.Pace`, what the latest call with rows took
             (warmup's included), None before any; sizes the first slice of a
-            sliced call (`budgets.run_sliced`).
+            sliced call (`budgets.sliced_call`).
     """
 
     def __init__(self, name, signature_def, function):

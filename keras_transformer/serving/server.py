@@ -96,9 +96,12 @@ class ModelServer:
         limits = self.options.limits
 
         def sliced(signature):
-            return lambda inputs, should_stop: budgets.run_sliced(
-                signature, inputs, limits.max_rows_per_call, should_stop=should_stop,
-                slice_seconds=limits.slice_seconds)
+            # A merged batch takes its turns on the model's threads with the
+            # model's other calls; the batch thread waits for it.
+            return lambda inputs, should_stop: self.core.model_scheduler(model_name).submit(
+                budgets.sliced_call(signature, inputs, limits.max_rows_per_call,
+                                    should_stop=should_stop,
+                                    slice_seconds=limits.slice_seconds)).result()
 
         return {
             name: batching.BatchScheduler(

@@ -26,7 +26,7 @@ default flags, and issue 56's probes:
     meanwhile;
   - a load run: --clients threads for --seconds, ordinary requests with abusive ones
     mixed in (every 8th); each answer is checked against what its kind expects, and
-    the unexpected ones are counted.
+    the unexpected ones are counted, and the worst latency of each kind kept.
 After the JSON, one line for each of these numbers.
 --tiny_exports DIR first writes untrained tiny exports of the three tasks to DIR (a
 check that the script runs; their numbers say nothing about the demo models).
@@ -413,6 +413,7 @@ def load_run(server, names, clients, seconds):
             count += 1
             kind, model, document, expected = (rng.choice(abusive) if count % 8 == 0
                                                else rng.choice(ordinary))
+            began = time.monotonic()
             if document is None:
                 status, _ = raw_http(server.url, b"POST /v1/models/x:predict HTTP/1.1\r\n"
                                      b"Host: x\r\nContent-Length: 2\r\nContent-Length: 3"
@@ -421,8 +422,10 @@ def load_run(server, names, clients, seconds):
                 status, _ = post_json(f"{server.url}/v1/models/{model}:predict"
                                       if kind not in ("classify", "context")
                                       else f"{server.url}/v1/models/{model}:classify", document)
+            took = time.monotonic() - began
             with lock:
-                row = tallies.setdefault(kind, {"expected": 0, "unexpected": {}})
+                row = tallies.setdefault(kind, {"expected": 0, "unexpected": {}, "worst_s": 0.0})
+                row["worst_s"] = round(max(row["worst_s"], took), 2)
                 if status in expected:
                     row["expected"] += 1
                 else:
@@ -552,6 +555,10 @@ def abuse_summary(results):
     lines.append(f"load run ({load['clients']} clients, {load['seconds']} s, every 8th request "
                  f"abusive): {load['unexpected']} unexpected answers of {total}"
                  + (f": {failures}" if failures else ""))
+    worst = {kind: load["by_kind"][kind]["worst_s"] for kind in ("translate", "sample", "classify")
+             if kind in load["by_kind"]}
+    lines.append("load run, worst latency of the 1-row requests: "
+                 + ", ".join(f"{kind} {seconds} s" for kind, seconds in worst.items()))
     return lines
 
 

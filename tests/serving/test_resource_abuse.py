@@ -189,11 +189,12 @@ def test_queued_calls_whose_deadline_passed_or_client_left_never_start(bases):
     with serve({"work": bases["work"]}, ONE_ROW_SLICES, num_model_threads=1) as running:
         core = running.server.core
         answers = []
+        # Two slices of one long row (about 1.8 s each) on the model's only thread.
         first = threading.Thread(target=lambda: answers.append(predict(
-            running, "work", {"signature_name": "work", "inputs": [ROW_LOOPS] * 10})))
+            running, "work", {"signature_name": "work", "inputs": [6 * ROW_LOOPS] * 2})))
         first.start()
         wait_until(lambda: core.calls_in_flight() == 1)
-        # Both wait behind the first call on the model's only thread.
+        # Both wait for a turn while the first call's first slice runs.
         left = _send_and_leave_open(running, "work", {"signature_name": "work",
                                                       "inputs": [ROW_LOOPS] * 5})
         wait_until(lambda: core.calls_in_flight() == 2)
@@ -202,7 +203,26 @@ def test_queued_calls_whose_deadline_passed_or_client_left_never_start(bases):
         first.join(60)
         assert answers[0][0] == 200, answers
         wait_until(lambda: core.calls_in_flight() == 0)
-        assert rows_done(running) == 10  # Only the first call's rows ever ran.
+        assert rows_done(running) == 2  # Only the first call's rows ever ran.
+
+
+def test_a_one_row_request_never_waits_for_a_many_slice_request_to_end(bases):
+    with serve({"work": bases["work"]}, ONE_ROW_SLICES, num_model_threads=1) as running:
+        core = running.server.core
+        answers = []
+        big = threading.Thread(target=lambda: answers.append(predict(
+            running, "work", {"signature_name": "work", "inputs": [ROW_LOOPS] * 12})))
+        big.start()
+        wait_until(lambda: rows_done(running) >= 1)
+        status, body = predict(running, "work", {"signature_name": "work",
+                                                 "inputs": [ROW_LOOPS]})
+        assert status == 200, body
+        # The big call takes turns with it on the model's one thread, slice by
+        # slice: it is still running (first-in first-out would have finished it).
+        assert core.calls_in_flight() == 1 and rows_done(running) < 13
+        big.join(60)
+        assert answers[0][0] == 200 and len(answers[0][1]["outputs"]) == 12, answers
+        assert rows_done(running) == 13
 
 
 class _PacedSignature:
@@ -229,6 +249,18 @@ class _PacedSignature:
         return {"length": np.array([len(text) for text in texts])}
 
 
+def _run_to_end(*args, **kwargs):
+    """Runs `budgets.sliced_call(*args, **kwargs)`'s slices back to back; its outputs."""
+    from keras_transformer.serving import budgets
+
+    steps = budgets.sliced_call(*args, **kwargs)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value
+
+
 def test_slices_are_sized_from_the_time_target(monkeypatch):
     from keras_transformer.serving import budgets
     from keras_transformer.serving import errors
@@ -238,34 +270,34 @@ def test_slices_are_sized_from_the_time_target(monkeypatch):
     short = {"text": np.array([b"x" * 10] * 10, object)}
     # Unknown pace: one row first; then as many rows as 1 s allows at 0.3 s a row.
     signature = _PacedSignature(clock, 0.3)
-    outputs = budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    outputs = _run_to_end(signature, short, 8, slice_seconds=1.0)
     assert signature.slices == [1, 3, 3, 3] and outputs["length"].tolist() == [10] * 10
     # The first slice follows the signature's latest pace (capped at max_rows).
     signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 10, 100))
-    budgets.run_sliced(signature, short, 8, slice_seconds=1.0)
+    _run_to_end(signature, short, 8, slice_seconds=1.0)
     assert signature.slices == [8, 2]
     # Rows longer than the latest call's are sized by bytes: 1 s at 10 bytes a
     # second (what 10-byte rows took) is one 100-byte row, not ten.
     long = {"text": np.array([b"y" * 100] * 6, object)}
     signature = _PacedSignature(clock, 0.0, 0.003, latest_pace=budgets.Pace(0.1, 1, 10))
-    budgets.run_sliced(signature, long, 8, slice_seconds=1.0)
+    _run_to_end(signature, long, 8, slice_seconds=1.0)
     assert signature.slices == [1, 3, 2]
     # Without a time target, slices of max_rows; a call fitting one slice runs whole.
     signature = _PacedSignature(clock, 0.3)
-    budgets.run_sliced(signature, short, 4)
+    _run_to_end(signature, short, 4)
     assert signature.slices == [4, 4, 2]
     signature = _PacedSignature(clock, 0.3, latest_pace=budgets.Pace(0.1, 1, 10))
-    budgets.run_sliced(signature, short, 10, slice_seconds=1.0)
+    _run_to_end(signature, short, 10, slice_seconds=1.0)
     assert signature.slices == [10]
     # should_stop is asked before every slice, the first included.
     asked = []
     signature = _PacedSignature(clock, 0.3)
     with pytest.raises(errors.ServingError, match="stopped after 4 of 10 rows"):
-        budgets.run_sliced(signature, short, 8, should_stop=lambda: asked.append(1) or
+        _run_to_end(signature, short, 8, should_stop=lambda: asked.append(1) or
                            len(asked) > 2, slice_seconds=1.0)
     assert signature.slices == [1, 3]
     with pytest.raises(errors.ServingError, match="before the model call started"):
-        budgets.run_sliced(signature, short, 8, should_stop=lambda: True, slice_seconds=1.0)
+        _run_to_end(signature, short, 8, should_stop=lambda: True, slice_seconds=1.0)
     assert signature.slices == [1, 3]
 
 
