@@ -384,10 +384,11 @@ def train(
     keras.utils.set_random_seed(config.seed)
     backup = state.checkpoints.read_backup()
     initial_epoch = int(backup["epoch"]) if backup else 0
-    # A resumed run must not replay the first epochs' data order: offset the seed
-    # by the epoch it resumes at.
-    train_data, validation_data = recipe.make_datasets(
-        state, run_config, config, seed=config.seed + initial_epoch, static_shapes=jit_compile
+    # The stream starts at the epoch the backup is in: a resumed run reads that epoch
+    # again from its start, in the same order (`pipeline.epochs`).
+    train_data, validation_data, steps_per_epoch = recipe.make_datasets(
+        state, run_config, config, seed=config.seed, static_shapes=jit_compile,
+        first_epoch=initial_epoch,
     )
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy("float32" if policy == "none" else policy)
@@ -430,13 +431,14 @@ def train(
         if verbose is None:
             verbose = 1 if sys.stdout.isatty() else 2
         with warnings.catch_warnings():
-            # The pipeline has no fixed length: Keras learns the epoch's end from it.
+            # The validation pipeline has no fixed length: Keras learns its end from it.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             history = model.fit(
                 train_data,
                 validation_data=validation_data,
                 epochs=config.epochs,
                 initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch,
                 callbacks=[*fit_callbacks, probe, *callbacks],
                 verbose=verbose,
                 shuffle=False,  # the pipeline shuffles
