@@ -367,7 +367,8 @@ def drop_words(
 def with_word_dropout(
     dataset: tf.data.Dataset, rate: float, seed: int, first_text_id: int = EOS_ID + 1
 ) -> tf.data.Dataset:
-    """`drop_words` on the first tensor of every batch: the model's input text.
+    """`drop_words` on the model's input text of every batch: its first tensor (a
+    translator's features: their "encoder_tokens").
 
     A regulariser for a small corpus (Sennrich and Zhang, 2019, "Revisiting
     Low-Resource Neural Machine Translation"): the model cannot lean on any one
@@ -378,7 +379,7 @@ def with_word_dropout(
     on its own: the same rate, not one device's draws.)
 
     Args:
-        dataset: batches, tuples whose first tensor is int (B, L) ids.
+        dataset: batches, tuples whose first item is int (B, L) ids or a translator's features.
         rate: The probability, in [0, 1); 0 returns ``dataset`` unchanged.
         seed: Seed of the draws.
         first_text_id: As `drop_words`'.
@@ -388,8 +389,14 @@ def with_word_dropout(
     draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
 
     def drop(batch, draw):
-        tokens, *rest = batch
-        return (drop_words(tokens, rate, tf.stack([draw, 0]), first_text_id), *rest)
+        inputs, *rest = batch
+        seed = tf.stack([draw, 0])
+        if isinstance(inputs, dict):  # a translator's: the source is its input text
+            inputs = {**inputs, "encoder_tokens": drop_words(inputs["encoder_tokens"], rate, seed,
+                                                              first_text_id)}
+        else:
+            inputs = drop_words(inputs, rate, seed, first_text_id)
+        return (inputs, *rest)
 
     return tf.data.Dataset.zip((dataset, draws)).map(drop)
 

@@ -290,8 +290,6 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False, first_
     from keras_transformer.data.pipeline import make_eval_dataset
     from keras_transformer.data.pipeline import make_training_dataset
     from keras_transformer.data.pipeline import with_word_dropout
-    from keras_transformer.data.streaming import dictionary_strings
-    from keras_transformer.data.streaming import mixed
     from keras_transformer.data.streaming import stream_of
 
     data = run_config["data"]
@@ -304,21 +302,11 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False, first_
     lengths = dict(
         max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
     )
-    dictionary = data.get("dictionary") or {}
-    dictionary_file = run_dir.file(dictionary["file"]) if dictionary.get("file") else None
 
     def one_pass(epoch):
-        from keras_transformer.data.streaming import pass_strings
-
-        pairs = pass_strings(layout, rule, epoch, seed, shard=shard, num_shards=num_shards,
-                             max_examples=data["max_examples"])
-        if dictionary_file:
-            pairs = mixed(pairs, dictionary_strings(dictionary_file, epoch, seed, shard, num_shards),
-                          data["split_sizes"]["train"], dictionary["pairs"], epoch, seed)
-        if data["bidirectional"]:
-            pairs = pairs.flat_map(_both_directions)
         return make_training_dataset(
-            pairs, source_tokenizer, target_tokenizer,
+            training_pairs(run_dir, run_config, epoch, seed, shard, num_shards, (layout, rule)),
+            source_tokenizer, target_tokenizer,
             token_budget=config.token_budget // num_shards,
             batching=config.batching,
             width_step=training_width_step(static_shapes),
@@ -345,6 +333,41 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False, first_
         validation = pad_to_static_shapes(validation, max_length, rows=config.validation_batch_size)
     train, validation = for_fit(train.prefetch(tf.data.AUTOTUNE), validation)
     return train, validation, steps
+
+
+def training_pairs(run_dir, run_config, epoch, seed=0, shard=0, num_shards=1, stream=None):
+    """One pass of a translation run's training pairs, as strings: the corpus's training
+    part (this worker's share), its dictionary entries mixed in, both directions of a
+    bidirectional run (each source tagged).
+
+    Args:
+        run_dir: the `RunFolder`.
+        run_config: its parsed config.json.
+        epoch: the epoch (an int or an int64 scalar tensor), which orders the pass.
+        seed: the data seed.
+        shard, num_shards: this worker's share.
+        stream: `(layout, rule)` of the run, when already read (`streaming.stream_of`).
+
+    Returns:
+        A `tf.data.Dataset` of (source, target) tf.string scalars.
+    """
+    from keras_transformer.data.streaming import SplitRule
+    from keras_transformer.data.streaming import dictionary_strings
+    from keras_transformer.data.streaming import layout_from_record
+    from keras_transformer.data.streaming import mixed
+    from keras_transformer.data.streaming import pass_strings
+
+    data = run_config["data"]
+    layout, rule = stream or (layout_from_record(data), SplitRule.from_dict(data["split"]))
+    pairs = pass_strings(layout, rule, epoch, seed, shard=shard, num_shards=num_shards,
+                         max_examples=data["max_examples"])
+    dictionary = data.get("dictionary") or {}
+    if dictionary.get("file"):
+        entries = dictionary_strings(run_dir.file(dictionary["file"]), epoch, seed, shard, num_shards)
+        pairs = mixed(pairs, entries, data["split_sizes"]["train"], dictionary["pairs"], epoch, seed)
+    if data["bidirectional"]:
+        pairs = pairs.flat_map(_both_directions)
+    return pairs
 
 
 def _both_directions(source, target):
