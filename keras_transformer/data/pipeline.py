@@ -221,7 +221,6 @@ def make_training_dataset(
     max_target_length: int = DEFAULT_MAX_TARGET_LENGTH,
     bucket_boundaries: Sequence[int] | None = None,
     seed: int = 0,
-    sample_alpha: float | None = None,
     batching: str = "buckets",
     width_step: int = 1,
     window: int = DEFAULT_SORT_WINDOW,
@@ -235,16 +234,15 @@ def make_training_dataset(
 
     Args:
         pairs: (source, target) tf.string scalars: one pass, in the order to batch.
-        source_tokenizer: Tokenizer of the source language.
-        target_tokenizer: Tokenizer of the target language.
+        source_tokenizer: Tokenizer of the source language (a `SubwordTokenizer.sampling`
+            one samples each segmentation: subword regularization).
+        target_tokenizer: Tokenizer of the target language (likewise).
         token_budget: Bound on ``B * max(S, T)`` per batch (padded widths).
         max_source_length: Truncation length of encoder inputs.
         max_target_length: Truncation length of decoder inputs and labels.
         bucket_boundaries: Exclusive upper length ends of the buckets; None
             for :func:`bucket_boundaries_for` (steps of 8).
         seed: Seed of the batches' shuffle ("sorted").
-        sample_alpha: Subword regularization: sample each segmentation of
-            both sides with this α (None: the most likely pieces).
         batching: "buckets" (``bucket_by_sequence_length``, fixed batch sizes per
             bucket) or "sorted" (each window of examples sorted by length and cut
             into full batches, `_sorted_batches`); one of `BATCHINGS`.
@@ -256,9 +254,6 @@ def make_training_dataset(
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
         int32 (B, T)}, labels int32 (B, T))``.
     """
-    if sample_alpha is not None:
-        source_tokenizer = source_tokenizer.sampling(sample_alpha)
-        target_tokenizer = target_tokenizer.sampling(sample_alpha)
     dataset = _tokenized(
         pairs, source_tokenizer, target_tokenizer, max_source_length, max_target_length,
     )

@@ -299,6 +299,11 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False, first_
     # validation sources get the run's, as sentences to translate do.
     validation_source_tokenizer = source_tokenizer
     source_tokenizer = source_tokenizer.with_prefix("")
+    if config.subword_sampling is not None:
+        # Made here, not in the pass: a pass is built inside the stream's graph, and
+        # a tokenizer's resources are made eagerly.
+        source_tokenizer = source_tokenizer.sampling(config.subword_sampling)
+        target_tokenizer = target_tokenizer.sampling(config.subword_sampling)
     lengths = dict(
         max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
     )
@@ -311,7 +316,6 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False, first_
             batching=config.batching,
             width_step=training_width_step(static_shapes),
             seed=seed,
-            sample_alpha=config.subword_sampling,
             **lengths,
         )
 

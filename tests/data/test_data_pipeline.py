@@ -171,8 +171,8 @@ def test_subword_sampling_tokenizes_every_epoch_anew(tokenizers, small_corpus):
     source_tokenizer, target_tokenizer = tokenizers
 
     def epochs(sample_alpha):
-        dataset = make_training_dataset(pairs_of(sources, targets), *tokenizers, token_budget=512,
-                                        sample_alpha=sample_alpha)
+        sides = tokenizers if sample_alpha is None else [t.sampling(sample_alpha) for t in tokenizers]
+        dataset = make_training_dataset(pairs_of(sources, targets), *sides, token_budget=512)
         return [[r for b in dataset for r in _rows(b)] for _ in range(2)]
 
     fixed = epochs(None)

@@ -45,13 +45,20 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     # zh-en runs add the bundled dictionary's words by default (--dictionary auto).
     assert config["data"]["dictionary"]["path"].endswith("cc-cedict/cedict.tsv")
     assert config["data"]["dictionary"]["pairs"] > 0
-    assert config["data"]["split_sizes"]["train"] == len((run_dir / "splits/train.tsv").read_text().splitlines())
-    for name in ("source.model", "target.model", "splits/train.tsv", "splits/validation.tsv",
+    from streams import training_pass
+
+    streamed = training_pass(RunFolder(run_dir))
+    assert config["data"]["split_sizes"]["train"] == len(streamed)
+    # The corpus is recorded, not copied.
+    assert not (run_dir / "splits/train.tsv").exists()
+    [[record]] = config["data"]["files"]
+    assert record["path"].endswith("cmn-eng/cmn.txt") and len(record["sha256"]) == 64
+    for name in ("source.model", "target.model", "splits/validation.tsv",
                  "splits/test.tsv", "backup/state.json", "history.csv", "model.keras",
                  "final.weights.h5", "best.weights.h5", "best.json"):
         assert (run_dir / name).is_file(), name
     # The split keeps sources apart and the test pairs out of training.
-    train_sources = {line.split("\t")[0] for line in (run_dir / "splits/train.tsv").read_text().splitlines()}
+    train_sources = {source for source, _ in streamed}
     test_sources = {line.split("\t")[0] for line in (run_dir / "splits/test.tsv").read_text().splitlines()}
     assert train_sources and not train_sources & test_sources
     assert list((run_dir / "checkpoints").glob("step-*.weights.h5"))
