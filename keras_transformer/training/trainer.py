@@ -31,6 +31,7 @@ from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
+from keras_transformer.training.strategy import worker_share
 from keras_transformer.tasks.loading import task_for
 from keras_transformer.tasks.translator import make_datasets  # noqa: F401 (re-exported)
 from keras_transformer.tasks.translator import prepare_run  # noqa: F401 (re-exported)
@@ -208,7 +209,9 @@ def prepare_for_fit(model, strategy, train, validation=None):
     model.train_step = unpacked(model.train_step)
     model.test_step = unpacked(model.test_step)
     options = train.options()
-    train = train.map(pack).with_options(options)
+    own = train.map(pack).with_options(options)
+    # The worker's own share of the corpus, whole: not split again among the workers.
+    train = strategy.distribute_datasets_from_function(lambda context: own)
     if validation is not None:
         validation = validation.map(pack).with_options(options)
     return train, validation
@@ -386,9 +389,11 @@ def train(
     initial_epoch = int(backup["epoch"]) if backup else 0
     # The stream starts at the epoch the backup is in: a resumed run reads that epoch
     # again from its start, in the same order (`pipeline.epochs`).
+    # Each worker of a cluster reads its own share of the corpus (`streaming.pass_strings`).
+    shard, num_shards = worker_share(strategy)
     train_data, validation_data, steps_per_epoch = recipe.make_datasets(
         state, run_config, config, seed=config.seed, static_shapes=jit_compile,
-        first_epoch=initial_epoch,
+        first_epoch=initial_epoch, shard=shard, num_shards=num_shards,
     )
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy("float32" if policy == "none" else policy)
