@@ -71,16 +71,15 @@ def _free_ports(count):
             sock.close()
 
 
-def test_two_workers_under_multi_worker_mirrored_match_one_process(reference, tmp_path):
-    init, expected = reference
+def _run_two_workers(arguments):
+    """Runs `python arguments(index)` as the two workers of a loopback cluster; both must succeed."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(
             subprocess.Popen(
-                [sys.executable, JOB, "--strategies", "multi-worker", "--init", init,
-                 "--out", str(tmp_path / f"worker{index}.json")],
+                [sys.executable, *arguments(index)],
                 env=python_env(TF_CONFIG=json.dumps(tf_config)),
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
@@ -98,6 +97,12 @@ def test_two_workers_under_multi_worker_mirrored_match_one_process(reference, tm
     for process, error in zip(processes, errors):
         assert process.returncode == 0, error[-3000:]
 
+
+def test_two_workers_under_multi_worker_mirrored_match_one_process(reference, tmp_path):
+    init, expected = reference
+    _run_two_workers(lambda index: [JOB, "--strategies", "multi-worker", "--init", init,
+                                    "--out", str(tmp_path / f"worker{index}.json")])
+
     for index in range(2):
         result = json.loads((tmp_path / f"worker{index}.json").read_text())["multi-worker"]
         assert result["replicas"] == 2
@@ -113,28 +118,12 @@ def test_two_workers_train_a_streamed_run_each_on_its_own_share(tmp_path):
     (tmp_path / "corpus").mkdir()
     for index in range(2):
         (tmp_path / "corpus" / f"part-{index}.tsv").write_text("".join(lines[index::2]), encoding="utf-8")
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     run_dir = tmp_path / "run"
-    processes = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "keras_transformer", "train", "--run", str(run_dir), "--preset", "tiny",
-             "--data", str(tmp_path / "corpus" / "part-*.tsv"), "--source-vocab-size", "600",
-             "--target-vocab-size", "200", "--dictionary", "none", "--batch-tokens", "512",
-             "--max-steps", "2", "--strategy", "multi-worker", "--verbose", "0"],
-            env=python_env(TF_CONFIG=json.dumps(tf_config)), cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        ))
-    try:
-        errors = [process.communicate(timeout=TIMEOUT_S)[1] for process in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=30)
-    for process, error in zip(processes, errors):
-        assert process.returncode == 0, error[-3000:]
+    _run_two_workers(lambda index: [
+        "-m", "keras_transformer", "train", "--run", str(run_dir), "--preset", "tiny",
+        "--data", str(tmp_path / "corpus" / "part-*.tsv"), "--source-vocab-size", "600",
+        "--target-vocab-size", "200", "--dictionary", "none", "--batch-tokens", "512",
+        "--max-steps", "2", "--strategy", "multi-worker", "--verbose", "0"])
     from keras_transformer.runs.folder import RunFolder
 
     run = RunFolder(run_dir)
