@@ -142,6 +142,9 @@ def prepare_run(
         # The words of the sampled training sources: every source of a corpus no larger
         # than the sample (the bundled one), a sample's worth of words of a larger one.
         dictionary_pairs = entries_in(read_dictionary(dictionary, src, tgt), [p.source for p in sample])
+        if found.train_examples > len(sample):
+            print(f"keras-transformer train: the dictionary's words are those of {len(sample):,} "
+                  f"sampled training sources of {found.train_examples:,} (--vocab-sample).", flush=True)
     sample += dictionary_pairs
     source_prefix, source_symbols = "", ()
     if bidirectional:

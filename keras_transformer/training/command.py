@@ -160,7 +160,8 @@ def add_arguments(parser):
     group.add_argument(
         "--dictionary", metavar="TSV|auto|none", default="auto",
         help="word pairs (a TSV whose header names the two languages) added to the training "
-        "split when the word occurs in a training source: glosses of the corpus's words, for a "
+        "stream when the word occurs in a sampled training source (every source of a corpus "
+        "within --vocab-sample): glosses of the corpus's words, for a "
         "small corpus (+1.9 BLEU on the bundled one, docs/experiments.md); auto: the dictionary "
         "shipped for the language pair, if any (zh-en: data/cc-cedict, CC BY-SA 4.0) "
         "(default: auto)",
