@@ -591,6 +591,11 @@ def stream_of(run_dir, data, config, static_shapes=False, num_shards=1):
     from keras_transformer.data.fitting import training_width_step
     from keras_transformer.data.pipeline import steps_per_epoch
 
+    if "files" not in data:
+        raise ValueError(
+            f"{run_dir.path} records no corpus files to stream its training data from (config.json "
+            '"data" has no "files"); train a new run.'
+        )
     check_unchanged([record for group in data["files"] for record in group], run_dir.path)
     max_length = data.get("max_length") or max(data["max_source_length"], data["max_target_length"])
     steps = steps_per_epoch(
