@@ -186,3 +186,12 @@ def test_a_changed_file_is_refused_in_one_line(tmp_path):
     path.unlink()
     with pytest.raises(ValueError, match="is missing"):
         check_unchanged(records, "runs/x")
+
+
+def test_a_run_without_a_corpus_record_is_refused_in_one_line(tmp_path):
+    from keras_transformer.data.streaming import stream_of
+    from keras_transformer.runs.folder import RunFolder
+    from keras_transformer.training.config import TrainingConfig
+
+    with pytest.raises(ValueError, match=r"records no corpus files .*train a new run\.$"):
+        stream_of(RunFolder(tmp_path), {"max_length": 8, "split_sizes": {"train": 1}}, TrainingConfig())
