@@ -52,8 +52,10 @@ def pad_to_static_shapes(
 def for_fit(train, validation):
     """The training and validation pipelines with the `tf.data` options `fit` needs.
 
-    - Every worker builds the same pipeline and takes its share of every batch
-      (`AutoShardPolicy.DATA`).
+    - Every worker builds the same validation pipeline and takes its share of every
+      batch (`AutoShardPolicy.DATA`); the training stream is each worker's own
+      share already (`streaming.pass_strings`), given whole to its worker
+      (`training.trainer.prepare_for_fit`).
     - No autotuning. Keras (3.15) makes a new iterator of a dataset of unknown
       length every epoch and drops the one before, partly read (the validation
       batches; the training stream, read `steps_per_epoch` at a time, keeps one).
