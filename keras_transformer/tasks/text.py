@@ -173,7 +173,7 @@ class TextTask(Task):
         _check_sizes(max_held_out=max_held_out, vocab_sample=vocab_sample, max_pairs=max_examples)
         layout = layout_of(spec)
         found = scan(layout, SplitRule(split_seed, validation_fraction, test_fraction), max_held_out,
-                     vocab_sample, max_examples=max_examples, collect_labels=len(layout.columns) == 2)
+                     vocab_sample, max_examples=max_examples, collect_labels=cls.labelled)
         labels = cls._labels_of(spec, found)
         if init_from is not None:
             cls._check_init_labels(init_from, labels)
@@ -297,6 +297,8 @@ class TextTask(Task):
         """The validation batches of a run."""
         raise NotImplementedError
 
+    #: Whether the examples carry a label (field 0), whose values the scan collects.
+    labelled = False
     #: The padding of an example's tensors (tokens, labels) in a batch.
     padding_values = None
     #: Whether `pad_to_static_shapes` may add rows (every row of a language model's

@@ -118,6 +118,7 @@ class TextClassifier(TextTask):
 
         return EncoderClassifier(config["model"], num_classes=config["data"]["num_classes"])
 
+    labelled = True
     padding_values = (0, 0)  # PAD_ID for the tokens; the label is a scalar, never padded
     # Extra rows would need a label, and every label is a real class: only the length
     # is padded to a fixed width.
