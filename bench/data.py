@@ -13,15 +13,16 @@ command's function, `--dictionary none`, the preset of `--preset`, `--batch-toke
 - **peak RSS** of the process (`ru_maxrss`);
 - **run folder**: its size after training, and without the weights (what depends on the
   data: config, held-out splits, tokenizers);
-- **steps/s, tokens/s**: the steady state, over the steps after the first few; tokens are
-  the real (non-padding) target tokens of those steps' batches, counted by reading the
-  same deterministic stream again.
+- **steps/s** in its own process, over the steps after the first few (beside the other
+  sizes': the processes run one after the other, so a busy machine shows here).
 
-The baseline, **in-memory** (`bench.in_memory`): the same run folder and model, trained
-on the bundled corpus read into lists, split by union-find, tokenized once and cached,
-the whole corpus shuffled each epoch (the input `train` had before it streamed), for the
-same steps. Its first step and RSS include the streamed preparation of the run folder,
-so only its steady state is the comparison.
+The baseline, **in-memory** (`bench.in_memory`): the bundled corpus read into lists,
+split by union-find, tokenized once and cached, the whole corpus shuffled each epoch (the
+input `train` had before it streamed). One process trains one model of the 28k run in
+turns, `BLOCK` steps on the run's stream, then `BLOCK` on the in-memory input, for
+`ROUNDS` rounds after an untimed one, each input pipeline running in the background
+while the steps run, as in `fit`: steady-state **steps/s** and real (non-padding) target
+**tokens/s** of each, as a ratio to in-memory.
 
     python -m bench data                       # 28k, 1M and 10M pairs (the 10M corpus: ~1 GB on disk)
     python -m bench data --sizes 28k,1M        # some sizes
@@ -37,8 +38,12 @@ import tempfile
 import time
 
 SIZES = {"28k": 28_155, "1M": 1_000_000, "10M": 10_000_000}
-STEPS = 30
+STEPS = 20
 QUICK_STEPS = 8
+# The steady state in turns: `ROUNDS` rounds of `BLOCK` steps of each input, after one
+# untimed round.
+ROUNDS, BLOCK = 6, 4
+QUICK_ROUNDS, QUICK_BLOCK = 2, 3
 WARM_STEPS = 5  # steps left out of the steady state (tracing, the first windows)
 QUICK_WARM_STEPS = 3
 
@@ -76,7 +81,7 @@ def _folder_bytes(path, weights=True):
     return total
 
 
-def job(data, run_dir, preset, steps, token_budget, in_memory):
+def job(data, run_dir, preset, steps, token_budget):
     """Trains `steps` steps in this process; returns the measurements (see the module docstring)."""
     import resource
 
@@ -86,8 +91,6 @@ def job(data, run_dir, preset, steps, token_budget, in_memory):
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.trainer import train
 
-    if in_memory:
-        _use_in_memory_input()
     ends = []
 
     class Clock(keras.callbacks.Callback):
@@ -117,35 +120,67 @@ def job(data, run_dir, preset, steps, token_budget, in_memory):
     }
 
 
-def _use_in_memory_input():
-    """Makes translation runs train on the bundled corpus held in memory (`bench.in_memory`)."""
+def _in_memory_stream(run, config, seed):
+    """The bundled corpus held in memory (`bench.in_memory`), batched for a run's tokenizers:
+    epoch after epoch, endless."""
     from bench import in_memory
     from keras_transformer.data.corpus import read_cmn_eng
     from keras_transformer.data.corpus import sources_and_targets
+
+    sources, targets = sources_and_targets(in_memory.split_pairs(read_cmn_eng()).train)
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    data = run.config["data"]
+    return in_memory.make_training_dataset(
+        sources, targets, source_tokenizer.with_prefix(""), target_tokenizer,
+        token_budget=config.token_budget, seed=seed, batching=config.batching,
+        max_source_length=data["max_source_length"], max_target_length=data["max_target_length"],
+    ).repeat()
+
+
+def throughput_job(run_dir, rounds, block, token_budget):
+    """Steady-state steps/s and tokens/s of one model trained in turns, `block` steps at a
+    time, on the run's stream and on the in-memory input; the input pipelines run in the
+    background during the steps, as in `fit`."""
+    import keras
+    import numpy as np
+
     from keras_transformer.data.fitting import for_fit
+    from keras_transformer.runs.folder import RunFolder
     from keras_transformer.tasks.translator import Translator
+    from keras_transformer.training.config import TrainingConfig
+    from keras_transformer.training.trainer import compile_model
+    from keras_transformer.training.trainer import device_defaults
 
-    streamed = Translator.make_datasets
+    run = RunFolder(run_dir)
+    config = TrainingConfig(token_budget=token_budget)
+    policy = device_defaults()["mixed_precision"]
+    keras.config.set_dtype_policy("float32" if policy == "none" else policy)
+    streamed, validation, _ = Translator.make_datasets(run, run.config, config, seed=config.seed)
+    memory, _ = for_fit(_in_memory_stream(run, config, config.seed), validation)
+    model = Translator.build_model(run.config)
+    compile_model(model, mixed_precision=policy, d_model=run.config["model"]["d_model"],
+                  loss=Translator.training_loss(run.config, config),
+                  metrics=Translator.training_metrics(run.config))
+    inputs = {"streamed": iter(streamed), "in-memory": iter(memory)}
+    seconds = {name: 0.0 for name in inputs}
+    tokens = {name: 0 for name in inputs}
+    for turn in range(rounds + 1):  # the first round warms up (traces), untimed
+        for name, batches in inputs.items():
+            for _ in range(block):
+                features, labels = next(batches)
+                begin = time.perf_counter()
+                model.train_on_batch(features, labels)
+                if turn:
+                    seconds[name] += time.perf_counter() - begin
+                    tokens[name] += int(np.sum(np.asarray(labels) != 0))
+    steps = rounds * block
+    return {name: {"steps_per_s": steps / seconds[name], "tokens_per_s": tokens[name] / seconds[name]}
+            for name in inputs}
 
-    def make_datasets(cls, run, run_config, config, seed, static_shapes=False, **options):
-        _, validation, steps = streamed(run, run_config, config, seed, static_shapes, **options)
-        sources, targets = sources_and_targets(in_memory.split_pairs(read_cmn_eng()).train)
-        source_tokenizer, target_tokenizer = run.tokenizers()
-        data = run_config["data"]
-        train = in_memory.make_training_dataset(
-            sources, targets, source_tokenizer.with_prefix(""), target_tokenizer,
-            token_budget=config.token_budget, seed=seed, batching=config.batching,
-            max_source_length=data["max_source_length"], max_target_length=data["max_target_length"])
-        train, _ = for_fit(train.repeat(), validation)
-        return train, validation, steps
 
-    Translator.make_datasets = classmethod(make_datasets)
-
-
-def _measure(data, run_dir, preset, steps, token_budget, in_memory=False):
-    command = [sys.executable, "-m", "bench.data", "--job", json.dumps(
-        {"data": data, "run_dir": run_dir, "preset": preset, "steps": steps,
-         "token_budget": token_budget, "in_memory": in_memory})]
+def _measure(**arguments):
+    """Runs `job` (or `throughput_job`, given "rounds") in a fresh process; its JSON answer."""
+    command = [sys.executable, "-m", "bench.data", "--job", json.dumps(arguments)]
     process = subprocess.run(command, capture_output=True, text=True,
                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if process.returncode:
@@ -159,6 +194,7 @@ def run(results, quick=False):
     options = results.options
     preset = "tiny" if quick else options.get("preset", "small")
     steps = QUICK_STEPS if quick else STEPS
+    rounds, block = (QUICK_ROUNDS, QUICK_BLOCK) if quick else (ROUNDS, BLOCK)
     token_budget = options.get("token_budget", 4096)
     sizes = ["28k"] if quick else options.get("sizes") or list(SIZES)
     with open(DEFAULT_CMN_ENG_PATH, encoding="utf-8-sig") as file:
@@ -169,15 +205,15 @@ def run(results, quick=False):
             begin = time.time()
             data = make_corpus(os.path.join(folder, name), SIZES[name], lines)
             print(f"  data: {name} pairs written in {time.time() - begin:.0f} s", flush=True)
-            measured[name] = _measure(data, os.path.join(folder, f"run-{name}"), preset, steps,
-                                      token_budget)
+            run_dir = os.path.join(folder, f"run-{name}")
+            measured[name] = _measure(data=data, run_dir=run_dir, preset=preset, steps=steps,
+                                      token_budget=token_budget)
             print(f"  data: streamed {name}: {measured[name]}", flush=True)
             if name == "28k":
-                measured["in-memory"] = _measure(data, os.path.join(folder, "run-in-memory"), preset,
-                                                 steps, token_budget, in_memory=True)
-                print(f"  data: in-memory 28k: {measured['in-memory']}", flush=True)
+                turns = _measure(run_dir=run_dir, rounds=rounds, block=block, token_budget=token_budget)
+                print(f"  data: 28k in turns: {turns}", flush=True)
             _remove(os.path.join(folder, name))
-    baseline, small = measured["in-memory"], measured["28k"]
+    small = measured["28k"]
     for name in sizes:
         values = measured[name]
         case = f"{preset}, streamed, {name} pairs"
@@ -188,14 +224,15 @@ def run(results, quick=False):
         results.add("data", case, "run folder without weights", values["run_folder_data_mb"], "MB",
                     small["run_folder_data_mb"] / values["run_folder_data_mb"], "streamed 28k")
         results.add("data", case, "run folder", values["run_folder_mb"], "MB")
-        results.add("data", case, "steps/s", values["steps_per_s"], "steps/s",
-                    values["steps_per_s"] / baseline["steps_per_s"], "in-memory 28k")
-        results.add("data", case, "train tokens/s", values["tokens_per_s"], "tokens/s",
-                    values["tokens_per_s"] / baseline["tokens_per_s"], "in-memory 28k")
-    case = f"{preset}, in-memory, 28k pairs (bundled corpus)"
-    results.add("data", case, "steps/s", baseline["steps_per_s"], "steps/s")
-    results.add("data", case, "train tokens/s", baseline["tokens_per_s"], "tokens/s")
-    results.context["data"] = measured
+        results.add("data", case, "steps/s (own process)", values["steps_per_s"], "steps/s",
+                    values["steps_per_s"] / small["steps_per_s"], "streamed 28k")
+    baseline = turns["in-memory"]
+    for name in ("streamed", "in-memory"):
+        case = f"{preset}, {name}, 28k pairs, in turns"
+        for metric, unit in (("steps_per_s", "steps/s"), ("tokens_per_s", "tokens/s")):
+            results.add("data", case, unit, turns[name][metric], unit,
+                        turns[name][metric] / baseline[metric], "in-memory")
+    results.context["data"] = {**measured, "in turns": turns}
 
 
 def _remove(path):
@@ -210,4 +247,4 @@ if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     arguments = json.loads(sys.argv[sys.argv.index("--job") + 1])
-    print(json.dumps(job(**arguments)))
+    print(json.dumps(throughput_job(**arguments) if "rounds" in arguments else job(**arguments)))
