@@ -179,11 +179,13 @@ def _tokenized(
     target_tokenizer: SubwordTokenizer,
     max_source_length: int,
     max_target_length: int,
+    batched: bool = False,
 ) -> tf.data.Dataset:
     """Dataset of (encoder (S,), decoder (T,), labels (T,)) int32 examples, in order.
 
     Args:
         pairs: (source, target) tf.string scalars.
+        batched: the tokenized batches instead (ragged (N, None) each), as `_examples`.
     """
     if max_source_length < 1 or max_target_length < 1:
         raise ValueError("maximum lengths must be >= 1 (the target needs room for BOS/EOS)")
@@ -193,7 +195,7 @@ def _tokenized(
         decoder, labels = encode_target(target_tokenizer, target, max_target_length)
         return encoder, decoder, labels
 
-    return _examples(pairs, tokenize)
+    return _examples(pairs, tokenize, batched)
 
 
 def pairs_of(sources: Sequence[str], targets: Sequence[str]) -> tf.data.Dataset:
@@ -291,18 +293,19 @@ def epochs(make_pass, first_epoch: int, steps: int) -> tf.data.Dataset:
         lambda epoch: make_pass(epoch).repeat().take(steps))
 
 
-def example_length_counts(examples: tf.data.Dataset, max_length: int) -> list[int]:
+def example_length_counts(batches: tf.data.Dataset, max_length: int) -> list[int]:
     """How many tokenized examples have each length, ``max`` over their sequences (0..max_length).
 
     Args:
-        examples: tuples of tensors whose rank-1 ones are the sequences (as `_tokenized` makes).
+        batches: tokenized batches, tuples whose RaggedTensors (N, None) are the sequences
+            (`_tokenized(..., batched=True)` and its kind).
         max_length: the longest length.
     """
-    def length(*parts):
-        return tf.reduce_max(tf.stack([tf.shape(p, tf.int64)[0] for p in parts if p.shape.rank == 1]))
+    def lengths(*parts):
+        return tf.reduce_max(tf.stack([p.row_lengths() for p in parts if isinstance(p, tf.RaggedTensor)]), 0)
 
     counts = np.zeros(max_length + 1, np.int64)
-    for batch in examples.map(length).batch(_TOKENIZE_BATCH).as_numpy_iterator():
+    for batch in batches.map(lengths).as_numpy_iterator():
         counts += np.bincount(np.minimum(batch, max_length), minlength=max_length + 1)
     return counts.tolist()
 
@@ -565,11 +568,15 @@ def make_eval_dataset(
     return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
 
 
-def _examples(strings, encode):
-    """Dataset of `encode(batch of strings)`'s examples, tokenized in batches, in order."""
+def _examples(strings, encode, batched=False):
+    """Dataset of `encode(batch of strings)`'s examples, tokenized in batches, in order
+    (`batched`: the batches themselves, their sequences ragged)."""
+    batches = strings.batch(_TOKENIZE_BATCH).map(encode, num_parallel_calls=tf.data.AUTOTUNE,
+                                                  deterministic=True)
+    if batched:
+        return batches
     return (
-        strings.batch(_TOKENIZE_BATCH)
-        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        batches
         .unbatch()
         # unbatch leaves rank-1 RaggedTensorSpecs, which padded_batch rejects;
         # passing them through a map makes them plain (None,) tensors.
@@ -577,7 +584,7 @@ def _examples(strings, encode):
     )
 
 
-def _lm_examples(texts, tokenizer, max_length):
+def _lm_examples(texts, tokenizer, max_length, batched=False):
     """Dataset of (tokens (T,), labels (T,)) int32 language-model examples, in order.
 
     Args:
@@ -585,7 +592,7 @@ def _lm_examples(texts, tokenizer, max_length):
     """
     if max_length < 2:
         raise ValueError(f"max_length must be >= 2 (BOS or EOS and one id); received {max_length}")
-    return _examples(texts, lambda batch: encode_target(tokenizer, batch, max_length))
+    return _examples(texts, lambda batch: encode_target(tokenizer, batch, max_length), batched)
 
 
 def make_lm_training_dataset(
@@ -630,7 +637,7 @@ def make_lm_eval_dataset(
     return dataset.padded_batch(batch_size, padding_values=(PAD_ID, PAD_ID)).prefetch(tf.data.AUTOTUNE)
 
 
-def _classification_examples(examples, tokenizer, max_length):
+def _classification_examples(examples, tokenizer, max_length, batched=False):
     """Dataset of (tokens (S,), label ()) int32 classifier examples, in order.
 
     Args:
@@ -638,7 +645,8 @@ def _classification_examples(examples, tokenizer, max_length):
     """
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1; received {max_length}")
-    return _examples(examples, lambda batch, ids: (encode_source(tokenizer, batch, max_length), ids))
+    return _examples(examples, lambda batch, ids: (encode_source(tokenizer, batch, max_length), ids),
+                     batched)
 
 
 def make_classification_training_dataset(

@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
-import heapq
 import os
 
 from keras_transformer.data.corpus import LabelledFile
@@ -57,7 +56,7 @@ DEFAULT_SHUFFLE_BUFFER = 65536
 # Held-out examples kept per part (validation, test): validation then takes seconds.
 DEFAULT_MAX_HELD_OUT = 2000
 # Training examples a new run samples for its tokenizers and its length statistics.
-DEFAULT_VOCAB_SAMPLE = 300_000
+DEFAULT_VOCAB_SAMPLE = 200_000
 PARTS = ("train", "validation", "test")
 _GLOB_CHARACTERS = "*?["
 
@@ -262,22 +261,52 @@ def _read_file(path):
 _END = "\x00end"  # after the last line of each aligned file: a missing partner shows
 
 
-def _group_lines(layout, numbered=False):
-    """A function from a group's paths (tf.string (F,)) to a dataset of its lines: (F,) strings."""
+def _group_batches(layout):
+    """A function from a group's paths (tf.string (F,)) to a dataset of its lines in batches.
+
+    Each element is ``(first, lines)``: the 1-based number of the batch's first line and
+    tf.string (N, F) lines, one column per file of the group. Lines are read in batches
+    from the start: `tf.data` costs microseconds per element and step, which per line
+    would make reading slower than parsing.
+    """
     import tensorflow as tf
 
     def read(paths):
         if layout.aligned:
-            sides = [_read_file(paths[i]).concatenate(tf.data.Dataset.from_tensors(_END))
+            sides = [_read_file(paths[i]).concatenate(tf.data.Dataset.from_tensors(_END)).batch(_READ_BATCH)
                      for i in range(2)]
-            lines = tf.data.Dataset.zip(tuple(sides)).filter(
-                lambda a, b: tf.logical_not((a == _END) & (b == _END)))
-            lines = lines.map(lambda a, b: tf.stack([a, b]))
+            batches = tf.data.Dataset.zip(tuple(sides)).map(_aligned_rows)
         else:
-            lines = _read_file(paths[0]).map(lambda line: tf.reshape(line, [1]))
-        return lines.enumerate(start=1) if numbered else lines
+            batches = _read_file(paths[0]).batch(_READ_BATCH).map(lambda lines: lines[:, None])
+        return batches.enumerate().map(lambda index, lines: (index * _READ_BATCH + 1, lines))
 
     return read
+
+
+def _aligned_rows(sources, targets):
+    """The rows of two aligned files' batches, the shorter padded with `_END` (a line with
+    no partner), without the rows where both files ended."""
+    import tensorflow as tf
+
+    rows = tf.maximum(tf.size(sources), tf.size(targets))  # the shorter side ended
+    sides = [tf.pad(side, [[0, rows - tf.size(side)]], constant_values=_END) for side in (sources, targets)]
+    lines = tf.stack(sides, axis=1)
+    return tf.boolean_mask(lines, tf.logical_not(tf.reduce_all(lines == _END, axis=1)))
+
+
+def _first_lines(batches, count):
+    """Batches ``(index, first, lines)`` (a file group's index and `_group_batches`' batch)
+    cut after `count` lines in all."""
+    import tensorflow as tf
+
+    def cut(read, element):
+        index, first, lines = element
+        kept = tf.clip_by_value(count - read, 0, tf.shape(lines, tf.int64)[0])
+        return read + kept, (read, index, first, lines[:kept])
+
+    return (batches.scan(tf.constant(0, tf.int64), cut)
+            .take_while(lambda read, index, first, lines: read < count)
+            .map(lambda read, index, first, lines: (index, first, lines)))
 
 
 # Problem codes of `_parse`: 0 fine, else what is wrong with the line.
@@ -337,32 +366,49 @@ class _Smallest:
 
     `below` falls to the smallest key not kept once more than `limit` were offered,
     so the kept examples are exactly those with key < `below`, whatever the order
-    they came in.
+    they came in. Candidates gather in arrays and are cut back to `limit` when they
+    reach twice as many (a partition, not a heap push per example).
     """
 
     def __init__(self, limit, below):
+        import numpy as np
+
         self.limit = limit
         self.below = below
-        self.heap = []  # (-key, example): the largest key on top
+        self.keys = np.zeros(0, np.float64)
+        self.rows = []
 
     def offer(self, keys, rows, mask):
         """Offers the examples `rows(i)` of the keys where `mask` holds (NumPy (N,) arrays)."""
         import numpy as np
 
-        for i in np.flatnonzero(mask & (keys < self.below)):
-            key = float(keys[i])
-            if key >= self.below:
-                continue
-            heapq.heappush(self.heap, (-key, rows(i)))
-            if len(self.heap) > self.limit:
-                largest = -self.heap[0][0]
-                self.below = largest
-                while self.heap and -self.heap[0][0] >= largest:
-                    heapq.heappop(self.heap)
+        chosen = np.flatnonzero(mask & (keys < self.below))
+        if not chosen.size:
+            return
+        self.keys = np.concatenate([self.keys, keys[chosen]])
+        self.rows.extend(rows(i) for i in chosen)
+        if len(self.rows) > 2 * self.limit:
+            self._cut()
+
+    def _cut(self):
+        import numpy as np
+
+        if len(self.rows) <= self.limit:
+            return
+        self.below = min(self.below, float(np.partition(self.keys, self.limit)[self.limit]))
+        kept = np.flatnonzero(self.keys < self.below)
+        self.keys = self.keys[kept]
+        self.rows = [self.rows[i] for i in kept]
+
+    def __len__(self):
+        self._cut()
+        return len(self.rows)
 
     def sorted(self):
         """The kept examples by increasing key (ties by their text): no order of reading shows."""
-        return [example for _, example in sorted(self.heap, key=lambda item: (-item[0], item[1]))]
+        self._cut()
+        order = sorted(range(len(self.rows)), key=lambda i: (self.keys[i], self.rows[i]))
+        return [self.rows[i] for i in order]
 
 
 @dataclasses.dataclass
@@ -412,46 +458,57 @@ def scan(layout, rule, max_held_out=DEFAULT_MAX_HELD_OUT, sample_size=DEFAULT_VO
     import tensorflow as tf
 
     groups = tf.constant([list(group) for group in layout.groups])
-    read = _group_lines(layout, numbered=True)
-    lines = (tf.data.Dataset.from_tensor_slices((tf.range(len(layout.groups)), groups))
-             .flat_map(lambda index, paths: read(paths).map(lambda number, line: (index, number, line))))
+    read = _group_batches(layout)
+    batches = (tf.data.Dataset.from_tensor_slices((tf.range(len(layout.groups)), groups))
+               .flat_map(lambda index, paths: read(paths).map(
+                   lambda first, lines: (index, first, lines))))
     if max_examples is not None:
-        lines = lines.take(max_examples)
-
-    def parse(index, number, line):
-        fields, problem = _parse(layout, line)
-        key = normalize(fields[layout.key])
-        columns = tf.cast(tf.strings.split(line[:, 0], "\t").row_lengths(), tf.int32)
-        return (index, number, problem, columns, fields,
-                unit_hash(key, rule.seed, 0), unit_hash(key, rule.seed, 1))
-
-    batches = lines.batch(_READ_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        batches = _first_lines(batches, max_examples)
     validation_to, test_from, test_to = rule.bounds
+    train_from = rule.validation_fraction + rule.test_fraction
     validation = _Smallest(max_held_out, validation_to)
     test_keys = _Smallest(max_held_out, test_to)
     sample = _Smallest(sample_size, 2.0)
+    # The heaps' bounds, read by the parsing in the graph: only candidates come to Python.
+    # (A batch parsed ahead reads older, larger bounds: more candidates, the same heaps.)
+    bounds = tf.Variable([validation_to, test_to, 2.0], dtype=tf.float64, trainable=False)
+
+    def parse(index, first, lines):
+        fields, problem = _parse(layout, lines)
+        key = normalize(fields[layout.key])
+        u, v = unit_hash(key, rule.seed, 0), unit_hash(key, rule.seed, 1)
+        limits = bounds.read_value()
+        offered = ((u < limits[0]) | ((u >= test_from) & (u < limits[1]))
+                   | ((u >= train_from) & (v < limits[2])))
+        rows = tf.where(offered)[:, 0]
+        bad = tf.concat([tf.where(problem != 0)[:1, 0], tf.constant([-1], tf.int64)], 0)[0]
+        columns = tf.size(tf.strings.split(lines[tf.maximum(bad, 0), 0], "\t"))
+        labels = tf.unique(fields[0]).y if collect_labels else tf.constant([], tf.string)
+        return (index, first, tf.size(u), bad, tf.gather(problem, tf.maximum(bad, 0)), columns,
+                tuple(tf.gather(field, rows) for field in fields), tf.gather(u, rows),
+                tf.gather(v, rows), labels)
+
+    parsed = batches.map(parse, num_parallel_calls=2, deterministic=True).prefetch(2)
     count, labels = 0, set()
-    for index, number, problem, columns, fields, u, v in batches.as_numpy_iterator():
-        bad = np.flatnonzero(problem)
-        if bad.size:
-            row = bad[0]
-            path = layout.groups[index[row]][0]
-            raise ValueError(_describe_problem(layout, int(problem[row]), path, int(number[row]),
-                                               int(columns[row])))
-        count += len(u)
+    for (index, first, size, bad, problem, columns, fields, u, v,
+         batch_labels) in parsed.as_numpy_iterator():
+        if bad >= 0:
+            raise ValueError(_describe_problem(layout, int(problem), layout.groups[index][0],
+                                               int(first + bad), int(columns)))
+        count += int(size)
 
         def row(i, fields=fields):
             return tuple(field[i].decode("utf-8") for field in fields)
 
-        if collect_labels:
-            labels.update(np.unique(fields[0]).tolist())
+        labels.update(batch_labels.tolist())
         validation.offer(u, row, u < validation_to)
         test_keys.offer(u, row, (u >= test_from) & (u < test_to))
-        sample.offer(v, row, u >= rule.validation_fraction + rule.test_fraction)
+        sample.offer(v, row, u >= train_from)
+        bounds.assign([validation.below, test_keys.below, sample.below])
     if not count:
         raise ValueError(f"{layout.groups[0][0]}: line 1: the corpus has no lines")
+    held_out = len(validation) + len(test_keys)  # (cut back to the caps: their bounds final)
     capped = dataclasses.replace(rule, validation_below=validation.below, test_below=test_keys.below)
-    held_out = len(validation.heap) + len(test_keys.heap)
     return Scan(
         rule=capped,
         validation=validation.sorted(),
@@ -505,27 +562,27 @@ def pass_strings(layout, rule, epoch, seed=0, part="train", shard=0, num_shards=
         groups = groups[shard::num_shards]
     seed = epoch_seed(epoch, seed)
     paths = tf.constant([list(group) for group in groups])
-    read = _group_lines(layout)
+    read = _group_batches(layout)
     if max_examples is None:
         order = tf.random.experimental.stateless_shuffle(tf.range(len(groups)), seed=tf.stack([seed, -1]))
         files = tf.data.Dataset.from_tensor_slices(tf.gather(paths, order))
-        lines = files.interleave(read, cycle_length=min(_CYCLE_LENGTH, len(groups)),
-                                 num_parallel_calls=min(_CYCLE_LENGTH, len(groups)),
-                                 deterministic=True)
+        batches = files.interleave(read, cycle_length=min(_CYCLE_LENGTH, len(groups)),
+                                   num_parallel_calls=min(_CYCLE_LENGTH, len(groups)),
+                                   deterministic=True)
     else:
-        lines = tf.data.Dataset.from_tensor_slices(paths).flat_map(read).take(max_examples)
+        numbered = tf.data.Dataset.from_tensor_slices(paths).flat_map(read).map(
+            lambda first, lines: (0, first, lines))
+        batches = _first_lines(numbered, max_examples).map(lambda index, first, lines: (first, lines))
 
-    def keep(line):
-        fields, _ = _parse(layout, line)
+    def keep(first, lines):
+        fields, _ = _parse(layout, lines)
         key = normalize(fields[layout.key])
         kept = rule.parts(unit_hash(key, rule.seed, 0)) == wanted
         if num_shards > 1 and not by_file:
             kept &= tf.strings.to_hash_bucket_strong(key, num_shards, key=[rule.seed, 2]) == shard
         return tuple(tf.boolean_mask(field, kept) for field in fields)
 
-    examples = (lines.batch(_READ_BATCH)
-                .map(keep, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-                .unbatch())
+    examples = batches.map(keep, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
     return shuffled(examples, shuffle_buffer, seed) if shuffle_buffer else examples
 
 

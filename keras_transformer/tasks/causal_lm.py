@@ -134,10 +134,10 @@ class CausalLM(TextTask):
         run.write_texts(part, [text for (text,) in examples])
 
     @classmethod
-    def _examples(cls, strings, tokenizer, max_length, labels=None):
+    def _examples(cls, strings, tokenizer, max_length, labels=None, batched=False):
         from keras_transformer.data.pipeline import _lm_examples
 
-        return _lm_examples(strings.map(lambda text: text), tokenizer, max_length)
+        return _lm_examples(strings.map(lambda text: text), tokenizer, max_length, batched)
 
     @classmethod
     def _validation(cls, run, tokenizer, config, max_length, labels):

@@ -102,8 +102,9 @@ class TextTask(Task):
         """Refuses data a model to fine-tune cannot learn (a classifier: unknown classes)."""
 
     @classmethod
-    def _examples(cls, strings, tokenizer, max_length, labels=None):
-        """Tokenized examples (`pipeline`'s) of a dataset of the layout's string tuples."""
+    def _examples(cls, strings, tokenizer, max_length, labels=None, batched=False):
+        """Tokenized examples (`pipeline`'s) of a dataset of the layout's string tuples
+        (`batched`: their tokenized batches, sequences ragged)."""
         raise NotImplementedError
 
     @classmethod
@@ -211,7 +212,7 @@ class TextTask(Task):
         extras = cls._write_extras(run, labels, init_from)
         length_counts = example_length_counts(
             cls._examples(sample, SubwordTokenizer(model_proto), max_length,
-                          run.read_labels() if labels is not None else None), max_length)
+                          run.read_labels() if labels is not None else None, batched=True), max_length)
         config = {
             "format_version": FORMAT_VERSION,
             "task": cls.name,

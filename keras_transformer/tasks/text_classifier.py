@@ -159,7 +159,7 @@ class TextClassifier(TextTask):
         run.write_labelled(part, [label for label, _ in examples], [text for _, text in examples])
 
     @classmethod
-    def _examples(cls, strings, tokenizer, max_length, labels=None):
+    def _examples(cls, strings, tokenizer, max_length, labels=None, batched=False):
         import tensorflow as tf
 
         from keras_transformer.data.pipeline import _classification_examples
@@ -167,7 +167,7 @@ class TextClassifier(TextTask):
         table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(tf.constant(list(labels)), tf.range(len(labels))), -1)
         return _classification_examples(strings.map(lambda label, text: (text, table.lookup(label))),
-                                        tokenizer, max_length)
+                                        tokenizer, max_length, batched)
 
     @classmethod
     def _validation(cls, run, tokenizer, config, max_length, labels):

@@ -259,7 +259,7 @@ def _length_counts(source_path, target_path, sources, targets, lengths):
     from keras_transformer.data.tokenizer import SubwordTokenizer
 
     examples = _tokenized(pairs_of(sources, targets), SubwordTokenizer.from_file(source_path),
-                          SubwordTokenizer.from_file(target_path), **lengths)
+                          SubwordTokenizer.from_file(target_path), **lengths, batched=True)
     return example_length_counts(examples, max(lengths.values()))
 
 

@@ -142,7 +142,7 @@ def add_arguments(parser):
     group.add_argument(
         "--vocab-sample", type=int, metavar="N",
         help="most training examples the tokenizers learn from, a sample chosen by hash (and "
-        "the words the --dictionary filter sees) (default: 300000)",
+        "the words the --dictionary filter sees) (default: 200000)",
     )
     group.add_argument(
         "--source-vocab-size", type=int,

@@ -152,7 +152,8 @@ def test_each_epoch_is_its_seed_and_number_alone(tokenizers, small_corpus, batch
 def test_steps_per_epoch_count_the_batches_of_one_pass(tokenizers, small_corpus, batching):
     sources, targets = small_corpus
     lengths = dict(max_source_length=40, max_target_length=30)
-    counts = example_length_counts(_tokenized(pairs_of(sources, targets), *tokenizers, **lengths), 40)
+    counts = example_length_counts(_tokenized(pairs_of(sources, targets), *tokenizers, **lengths,
+                                              batched=True), 40)
     assert sum(counts) == len(sources)
     batches = sum(1 for _ in make_training_dataset(pairs_of(sources, targets), *tokenizers,
                                                    token_budget=512, batching=batching, **lengths))
@@ -162,7 +163,8 @@ def test_steps_per_epoch_count_the_batches_of_one_pass(tokenizers, small_corpus,
     else:  # the budget's fill, not the greedy cut's
         assert abs(estimate - batches) <= 0.05 * batches
     # From a sample of the corpus, scaled to its size.
-    half = example_length_counts(_tokenized(pairs_of(sources[::2], targets[::2]), *tokenizers, **lengths), 40)
+    half = example_length_counts(_tokenized(pairs_of(sources[::2], targets[::2]), *tokenizers, **lengths,
+                                            batched=True), 40)
     assert abs(steps_per_epoch(half, len(sources), 512, 40, batching) - estimate) <= 0.1 * estimate
 
 
