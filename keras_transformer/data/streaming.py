@@ -366,49 +366,54 @@ class _Smallest:
 
     `below` falls to the smallest key not kept once more than `limit` were offered,
     so the kept examples are exactly those with key < `below`, whatever the order
-    they came in. Candidates gather in arrays and are cut back to `limit` when they
-    reach twice as many (a partition, not a heap push per example).
+    they came in. Candidates gather in NumPy arrays, batch by batch, and are cut back
+    to `limit` by a partition when they reach twice as many: no Python work per example.
     """
 
     def __init__(self, limit, below):
-        import numpy as np
-
         self.limit = limit
         self.below = below
-        self.keys = np.zeros(0, np.float64)
-        self.rows = []
+        self.chunks = []  # (keys (N,), fields: a tuple of (N,) arrays of UTF-8 bytes)
+        self.size = 0
 
-    def offer(self, keys, rows, mask):
-        """Offers the examples `rows(i)` of the keys where `mask` holds (NumPy (N,) arrays)."""
+    def offer(self, keys, fields, mask):
+        """Offers the examples where `mask` holds: keys float (N,), fields a tuple of (N,) arrays."""
         import numpy as np
 
         chosen = np.flatnonzero(mask & (keys < self.below))
-        if not chosen.size:
-            return
-        self.keys = np.concatenate([self.keys, keys[chosen]])
-        self.rows.extend(rows(i) for i in chosen)
-        if len(self.rows) > 2 * self.limit:
-            self._cut()
+        if chosen.size:
+            self.chunks.append((keys[chosen], tuple(field[chosen] for field in fields)))
+            self.size += chosen.size
+            if self.size > 2 * self.limit:
+                self._cut()
 
     def _cut(self):
         import numpy as np
 
-        if len(self.rows) <= self.limit:
+        if not self.chunks:
             return
-        self.below = min(self.below, float(np.partition(self.keys, self.limit)[self.limit]))
-        kept = np.flatnonzero(self.keys < self.below)
-        self.keys = self.keys[kept]
-        self.rows = [self.rows[i] for i in kept]
+        keys = np.concatenate([chunk[0] for chunk in self.chunks])
+        fields = tuple(np.concatenate(parts) for parts in zip(*(chunk[1] for chunk in self.chunks)))
+        if keys.size > self.limit:
+            self.below = min(self.below, float(np.partition(keys, self.limit)[self.limit]))
+            kept = np.flatnonzero(keys < self.below)
+            keys, fields = keys[kept], tuple(field[kept] for field in fields)
+        self.chunks, self.size = [(keys, fields)], keys.size
 
     def __len__(self):
         self._cut()
-        return len(self.rows)
+        return self.size
 
     def sorted(self):
-        """The kept examples by increasing key (ties by their text): no order of reading shows."""
+        """The kept examples (tuples of str) by increasing key, ties by their text: no order
+        of reading shows."""
         self._cut()
-        order = sorted(range(len(self.rows)), key=lambda i: (self.keys[i], self.rows[i]))
-        return [self.rows[i] for i in order]
+        if not self.chunks:
+            return []
+        keys, fields = self.chunks[0]
+        rows = list(zip(*fields))
+        order = sorted(range(len(rows)), key=lambda i: (keys[i], rows[i]))
+        return [tuple(value.decode("utf-8") for value in rows[i]) for i in order]
 
 
 @dataclasses.dataclass
@@ -496,14 +501,10 @@ def scan(layout, rule, max_held_out=DEFAULT_MAX_HELD_OUT, sample_size=DEFAULT_VO
             raise ValueError(_describe_problem(layout, int(problem), layout.groups[index][0],
                                                int(first + bad), int(columns)))
         count += int(size)
-
-        def row(i, fields=fields):
-            return tuple(field[i].decode("utf-8") for field in fields)
-
         labels.update(batch_labels.tolist())
-        validation.offer(u, row, u < validation_to)
-        test_keys.offer(u, row, (u >= test_from) & (u < test_to))
-        sample.offer(v, row, u >= train_from)
+        validation.offer(u, fields, u < validation_to)
+        test_keys.offer(u, fields, (u >= test_from) & (u < test_to))
+        sample.offer(v, fields, u >= train_from)
         bounds.assign([validation.below, test_keys.below, sample.below])
     if not count:
         raise ValueError(f"{layout.groups[0][0]}: line 1: the corpus has no lines")
