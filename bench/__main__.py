@@ -11,6 +11,7 @@ Examples:
     python -m bench kernels              # the decoding step's kernel choices (on request only)
     python -m bench decoding export --xla off    # decoding as TF Serving runs it (graph mode)
     python -m bench generation --xla off --preset tiny  # language-model generation, cached vs not
+    python -m bench data --sizes 28k,1M          # streamed corpora of 28k and 1M pairs
     python -m bench ceiling training decoding --preset base \\
         --mixed-precision mixed_bfloat16 --xla          # bench/gpu.sh, on a GPU
 """
@@ -33,6 +34,7 @@ from keras_transformer.data.corpus import pair_files  # noqa: E402
 
 BENCHMARKS = [
     "ceiling", "training", "step", "epochs", "attention", "decoding", "generation", "export", "serving",
+    "data",
 ]
 # Run only when named: explanations of the training and decoding numbers, not comparisons.
 ON_REQUEST = ["profile", "kernels"]
@@ -69,6 +71,9 @@ def parse_args(argv=None):
     for name, (_, help_text) in THREAD_POOLS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=0, metavar="N",
                             help=f"TensorFlow's {help_text} (default 0: TensorFlow's choice)")
+    parser.add_argument("--sizes", default=None, metavar="LIST",
+                        help="data: comma-separated corpus sizes of 28k, 1M, 10M (default: all; "
+                        "--quick: 28k)")
     parser.add_argument("--output", default="bench/results/latest.json")
     # The same corpus options as `keras-transformer train` and `evaluate`, from one reader.
     add_pair_arguments(parser, data_help="the training, export and serving benchmarks' corpus "
@@ -77,6 +82,12 @@ def parse_args(argv=None):
     unknown = [name for name in args.names if name not in BENCHMARKS + ON_REQUEST]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS + ON_REQUEST}")
+    if args.sizes is not None:
+        from bench.data import SIZES
+
+        args.sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
+        if not args.sizes or any(size not in SIZES for size in args.sizes):
+            parser.error(f"--sizes takes a comma-separated list of {list(SIZES)}; received {args.sizes}")
     for name in THREAD_POOLS:
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0; received "
@@ -104,6 +115,7 @@ def main(argv=None):
         "steps": args.steps,
         "serving_preset": args.serving_preset,
         "run": args.run,
+        "sizes": args.sizes,
         **{name: getattr(args, name) for name in THREAD_POOLS},
         "data": pairs.describe() if pairs else "data/cmn-eng/cmn.txt (zh→en)",
     }

@@ -1,7 +1,7 @@
 """Training speed: non-padding target tokens per second of a training step.
 
 Three designs train on the same data (the bundled cmn.txt, zh→en, the training
-part of `split_pairs(seed=0)`, tokenized by SentencePiece models trained once here
+part of `bench.in_memory.split_pairs(seed=0)`, tokenized by SentencePiece models trained once here
 with `train_tokenizers` at their default sizes, the same token ids for all) at the
 same model sizes (the preset's layers, d_model, heads, intermediate_dim, dropout), with the
 same optimizer (Adam(0.9, 0.98, 1e-9) on the warmup-then-rsqrt schedule):
@@ -99,9 +99,9 @@ def model_config(preset):
 def corpus_and_tokenizers():
     """(sources, targets, source tokenizer, target tokenizer), built once per process."""
     if "sources" not in _DATA:
+        from bench.in_memory import split_pairs
         from keras_transformer.data import read_cmn_eng
         from keras_transformer.data import sources_and_targets
-        from keras_transformer.data import split_pairs
         from keras_transformer.data.tokenizer import SubwordTokenizer
         from keras_transformer.data.tokenizer import train_tokenizers
 
@@ -147,7 +147,7 @@ def _model_and_batches(design, config, jit, precision, token_budget, baseline_ba
     """
     import keras
 
-    from keras_transformer.data.pipeline import make_training_dataset
+    from bench.in_memory import make_training_dataset
     from keras_transformer.models import Seq2SeqTransformer
     from keras_transformer.data.fitting import pad_to_static_shapes
     from keras_transformer.data.fitting import training_width_step

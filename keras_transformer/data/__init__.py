@@ -1,23 +1,20 @@
-"""Data layer: corpus reading and splitting, subword tokenizers, tf.data pipelines.
+"""Data layer: corpus files, the streamed split, subword tokenizers, tf.data pipelines.
 
 Depends only on ``keras_transformer.constants`` within the project. The
-tokenizer and pipeline names load lazily, so that reading and splitting a
-corpus does not import TensorFlow.
+tokenizer, pipeline and streaming names load lazily, so that reading a small
+file does not import TensorFlow.
 """
 
 
 from keras_transformer.data.corpus import (
     CMN_ENG_COLUMNS,
     DEFAULT_CMN_ENG_PATH,
-    CorpusSplit,
     SentencePair,
     columns_for,
-    group_pairs,
     read_aligned,
     read_cmn_eng,
     read_tsv,
     sources_and_targets,
-    split_pairs,
 )
 from keras_transformer.lazy import lazy_getattr
 
@@ -33,20 +30,21 @@ _LAZY = {
     "encode_target": "pipeline",
     "make_eval_dataset": "pipeline",
     "make_training_dataset": "pipeline",
+    "SplitRule": "streaming",
+    "layout_of": "streaming",
+    "pass_strings": "streaming",
+    "scan": "streaming",
 }
 
 __all__ = [
     "CMN_ENG_COLUMNS",
     "DEFAULT_CMN_ENG_PATH",
-    "CorpusSplit",
     "SentencePair",
     "columns_for",
-    "group_pairs",
     "read_aligned",
     "read_cmn_eng",
     "read_tsv",
     "sources_and_targets",
-    "split_pairs",
     *_LAZY,
 ]
 

@@ -1,6 +1,8 @@
-"""Reading parallel corpora and splitting them into train/validation/test.
+"""Where a corpus is and how it reads; reading bounded files (held-out splits, a test file).
 
-Two layouts are read:
+Training corpora of any size are streamed (`keras_transformer.data.streaming`), never
+read whole; the readers here read files that fit in memory: a run's validation and
+test splits, the file `evaluate --data` scores, a dictionary. Two layouts are read:
 
 * tab-separated files, one pair per line, with the source and target in chosen
   columns (the bundled Tatoeba file ``data/cmn-eng/cmn.txt`` is
@@ -14,9 +16,7 @@ file and the 1-based line number, so a broken corpus fails before training.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -42,21 +42,6 @@ class SentencePair:
 
     source: str
     target: str
-
-
-@dataclasses.dataclass(frozen=True)
-class CorpusSplit:
-    """Disjoint train/validation/test parts of a corpus.
-
-    Attributes:
-        train: Pairs to train on (and to train tokenizers on).
-        validation: Pairs for model selection and early stopping.
-        test: Held-out pairs for the final score.
-    """
-
-    train: list[SentencePair]
-    validation: list[SentencePair]
-    test: list[SentencePair]
 
 
 def columns_for(
@@ -210,148 +195,6 @@ def read_cmn_eng(
         The pairs in file order (28,155 for the bundled file).
     """
     return read_tsv(path, *columns_for(src, tgt))
-
-
-def normalize_for_grouping(text: str) -> str:
-    """The key under which two sentences count as the same for splitting.
-
-    NFKC folds full-width/half-width forms, ``casefold`` folds case and runs of
-    whitespace are collapsed, so trivially different copies are grouped too.
-    """
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def group_pairs(pairs: Sequence[SentencePair]) -> list[int]:
-    """Groups pairs connected through a shared source or target sentence.
-
-    Two pairs are in one group if they share a (normalized) source sentence or
-    a target sentence, directly or through a chain of other pairs: the
-    connected components of the bipartite source-target graph. A split by
-    group therefore never puts a sentence, on either side, in two parts.
-
-    Args:
-        pairs: The corpus.
-
-    Returns:
-        For each pair, the index of its group's first pair (group id).
-    """
-    parent = list(range(len(pairs)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]  # path halving keeps the trees flat
-            i = parent[i]
-        return i
-
-    first_seen: dict[tuple[str, str], int] = {}
-    for index, pair in enumerate(pairs):
-        for key in (("s", normalize_for_grouping(pair.source)),
-                    ("t", normalize_for_grouping(pair.target))):
-            other = first_seen.setdefault(key, index)
-            root_a, root_b = find(index), find(other)
-            if root_a != root_b:
-                # The smaller index becomes the root, so ids are order-stable.
-                parent[max(root_a, root_b)] = min(root_a, root_b)
-    return [find(i) for i in range(len(pairs))]
-
-
-def _unit_interval(seed: int, key: str) -> float:
-    """A stable pseudo-random number in [0, 1) for ``key`` (not Python's ``hash``)."""
-    digest = hashlib.sha256(f"{seed}\x00{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
-def _check_fractions(validation_fraction: float, test_fraction: float) -> None:
-    if validation_fraction < 0 or test_fraction < 0 or validation_fraction + test_fraction >= 1:
-        raise ValueError(
-            "fractions must be >= 0 and leave some training data, got "
-            f"validation={validation_fraction}, test={test_fraction}"
-        )
-
-
-def _part(seed: int, key: str, validation_fraction: float, test_fraction: float) -> int:
-    """0 (train), 1 (validation) or 2 (test) for a group's key: see `split_pairs`."""
-    u = _unit_interval(seed, key)
-    return 1 if u < validation_fraction else 2 if u < validation_fraction + test_fraction else 0
-
-
-def split_pairs(
-    pairs: Sequence[SentencePair],
-    validation_fraction: float = 0.05,
-    test_fraction: float = 0.05,
-    seed: int = 0,
-) -> CorpusSplit:
-    """Splits a corpus so that no sentence appears in two parts.
-
-    Pairs are grouped with :func:`group_pairs` (connected components over shared
-    source and target sentences). Each group gets a number in [0, 1) from
-    SHA-256 of the seed and the group's smallest normalized source sentence,
-    and goes to validation below ``validation_fraction``, to test below
-    ``validation_fraction + test_fraction`` and to train otherwise. Hashing
-    each group, rather than shuffling a list, keeps the split the same across
-    runs, processes and platforms, and keeps a group on its side when other
-    pairs are added to or removed from the corpus. The part sizes therefore
-    match the fractions only approximately (within about 0.2% of the corpus
-    for cmn.txt). Order within each part follows the input order.
-
-    Args:
-        pairs: The corpus.
-        validation_fraction: Expected share of pairs in validation.
-        test_fraction: Expected share of pairs in test.
-        seed: Different seeds give different, equally stable, splits.
-
-    Returns:
-        The three parts.
-
-    Raises:
-        ValueError: If the fractions are negative or sum to 1 or more.
-    """
-    _check_fractions(validation_fraction, test_fraction)
-    groups = group_pairs(pairs)
-    group_key: dict[int, str] = {}
-    for pair, group in zip(pairs, groups):
-        key = normalize_for_grouping(pair.source)
-        if group not in group_key or key < group_key[group]:
-            group_key[group] = key
-    part_of = {
-        group: _part(seed, key, validation_fraction, test_fraction)
-        for group, key in group_key.items()
-    }
-    parts: tuple[list[SentencePair], ...] = ([], [], [])
-    for pair, group in zip(pairs, groups):
-        parts[part_of[group]].append(pair)
-    return CorpusSplit(train=parts[0], validation=parts[1], test=parts[2])
-
-
-def split_texts(
-    texts: Sequence[str],
-    validation_fraction: float = 0.05,
-    test_fraction: float = 0.05,
-    seed: int = 0,
-) -> tuple[list[int], list[int], list[int]]:
-    """Splits single texts (a language model's or a classifier's) so that no text is on two sides.
-
-    The rule of :func:`split_pairs` with one side: texts that are equal after
-    :func:`normalize_for_grouping` form a group, and a group goes to the part its
-    hashed key falls in. Indices, so that a classifier's labels follow their texts.
-
-    Args:
-        texts: The texts.
-        validation_fraction: Expected share of texts in validation.
-        test_fraction: Expected share of texts in test.
-        seed: Different seeds give different, equally stable, splits.
-
-    Returns:
-        ``(train, validation, test)`` lists of indices into ``texts``, each in input order.
-
-    Raises:
-        ValueError: If the fractions are negative or sum to 1 or more.
-    """
-    _check_fractions(validation_fraction, test_fraction)
-    parts: tuple[list[int], ...] = ([], [], [])
-    for index, text in enumerate(texts):
-        parts[_part(seed, normalize_for_grouping(text), validation_fraction, test_fraction)].append(index)
-    return parts
 
 
 def sources_and_targets(pairs: Iterable[SentencePair]) -> tuple[list[str], list[str]]:

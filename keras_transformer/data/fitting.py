@@ -52,16 +52,18 @@ def pad_to_static_shapes(
 def for_fit(train, validation):
     """The training and validation pipelines with the `tf.data` options `fit` needs.
 
-    - Every worker builds the same pipeline and takes its share of every batch
-      (`AutoShardPolicy.DATA`).
-    - No autotuning. Keras (3.15) makes a new iterator of each dataset every epoch
-      and drops the one before, partly read (it makes one at each epoch's end to
-      read the next). Deleting an autotuned iterator waits for its tuning thread,
-      which sleeps between rounds, twice as long each round up to 60 s: a
-      translation run on a 2-core CPU sat idle for about 50 s at the start of
-      every other epoch or of its validation (106-step epochs alternating 142 s
-      and 90 s; without autotuning, 88-89 s each). The pipelines cache their
-      examples after the first epoch, so the tuning had little to gain.
+    - Every worker builds the same validation pipeline and takes its share of every
+      batch (`AutoShardPolicy.DATA`); the training stream is each worker's own
+      share already (`streaming.pass_strings`), given whole to its worker
+      (`training.trainer.prepare_for_fit`).
+    - No autotuning. Keras (3.15) makes a new iterator of a dataset of unknown
+      length every epoch and drops the one before, partly read (the validation
+      batches; the training stream, read `steps_per_epoch` at a time, keeps one).
+      Deleting an autotuned iterator waits for its tuning thread, which sleeps
+      between rounds, twice as long each round up to 60 s: a translation run on a
+      2-core CPU sat idle for about 50 s at the start of every other epoch or of
+      its validation (106-step epochs alternating 142 s and 90 s; without
+      autotuning, 88-89 s each).
 
     Args:
         train: the training `tf.data.Dataset`.

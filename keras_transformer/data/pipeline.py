@@ -21,7 +21,12 @@ Token budget: in a training batch, ``B * max(S, T) <= token_budget``, where
 S and T are the padded widths of that batch. Two ways to get there
 (``batching``): "buckets" gives each length bucket the batch size
 ``token_budget // (longest example the bucket admits)``; "sorted" sorts each
-epoch by length and cuts it into full batches (`_batch_plan`).
+window of the stream by length and cuts it into full batches (`_batch_plan`).
+
+The training pipelines read one pass of a stream of strings (a `tf.data.Dataset`,
+`keras_transformer.data.streaming.pass_strings`), tokenize it in the graph and
+batch it, holding at most a window of it; `epochs` strings the passes into the
+endless stream `fit` reads, `steps_per_epoch` batches an epoch.
 
 Language model (``make_lm_training_dataset``, ``make_lm_eval_dataset``): every
 element is ``(tokens, labels)``, int32 (B, T) both: ``BOS y_1 .. y_n`` and
@@ -40,6 +45,7 @@ The training pipelines of all three batch by length under the same token budget
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -65,6 +71,10 @@ DEFAULT_TOKEN_BUDGET = 4096
 DEFAULT_BUCKET_STEP = 8
 # Tokenize this many sentences per op call: per-sentence calls are slow.
 _TOKENIZE_BATCH = 1024
+# "sorted" sorts this many examples at a time: the bundled corpus (25k training pairs,
+# 33k with its dictionary entries) in one window, as a whole-epoch sort; memory does
+# not grow with a larger corpus.
+DEFAULT_SORT_WINDOW = 65536
 
 
 def encode_source(
@@ -164,16 +174,19 @@ def bucket_batch_sizes(
 
 
 def _tokenized(
-    sources: Sequence[str],
-    targets: Sequence[str],
+    pairs: tf.data.Dataset,
     source_tokenizer: SubwordTokenizer,
     target_tokenizer: SubwordTokenizer,
     max_source_length: int,
     max_target_length: int,
+    batched: bool = False,
 ) -> tf.data.Dataset:
-    """Dataset of (encoder (S,), decoder (T,), labels (T,)) int32 examples, in order."""
-    if len(sources) != len(targets):
-        raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+    """Dataset of (encoder (S,), decoder (T,), labels (T,)) int32 examples, in order.
+
+    Args:
+        pairs: (source, target) tf.string scalars.
+        batched: the tokenized batches instead (ragged (N, None) each), as `_examples`.
+    """
     if max_source_length < 1 or max_target_length < 1:
         raise ValueError("maximum lengths must be >= 1 (the target needs room for BOS/EOS)")
 
@@ -182,19 +195,15 @@ def _tokenized(
         decoder, labels = encode_target(target_tokenizer, target, max_target_length)
         return encoder, decoder, labels
 
-    strings = (
-        tf.constant(list(sources), dtype=tf.string),
-        tf.constant(list(targets), dtype=tf.string),
-    )
-    return (
-        tf.data.Dataset.from_tensor_slices(strings)
-        .batch(_TOKENIZE_BATCH)
-        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-        # unbatch leaves rank-1 RaggedTensorSpecs, which padded_batch rejects;
-        # passing them through a map makes them plain (None,) tensors.
-        .map(_identity)
-    )
+    return _examples(pairs, tokenize, batched)
+
+
+def pairs_of(sources: Sequence[str], targets: Sequence[str]) -> tf.data.Dataset:
+    """The (source, target) string dataset of two aligned lists (a held-out split, a test)."""
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+    return tf.data.Dataset.from_tensor_slices(
+        (tf.constant(list(sources), dtype=tf.string), tf.constant(list(targets), dtype=tf.string)))
 
 
 def _identity(*tensors):
@@ -206,86 +215,128 @@ def _to_model_inputs(encoder, decoder, labels):
 
 
 def make_training_dataset(
-    sources: Sequence[str],
-    targets: Sequence[str],
+    pairs: tf.data.Dataset,
     source_tokenizer: SubwordTokenizer,
     target_tokenizer: SubwordTokenizer,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     max_source_length: int = DEFAULT_MAX_SOURCE_LENGTH,
     max_target_length: int = DEFAULT_MAX_TARGET_LENGTH,
     bucket_boundaries: Sequence[int] | None = None,
-    shuffle: bool = True,
-    shuffle_buffer: int | None = None,
     seed: int = 0,
-    cache: bool | str = True,
-    sample_alpha: float | None = None,
     batching: str = "buckets",
     width_step: int = 1,
-    word_dropout: float = 0.0,
+    window: int = DEFAULT_SORT_WINDOW,
 ) -> tf.data.Dataset:
-    """Token-budgeted, length-bucketed, shuffled batches for training.
+    """Token-budgeted, length-grouped batches of one pass over a stream of pairs.
 
-    Examples are tokenized once and cached, then (each epoch) shuffled and
-    grouped by length ``max(S, T)`` so that batches carry little padding.
-    Iterating again gives the next epoch's order; the sequence of epochs is
-    the same for the same seed. With ``sample_alpha`` every epoch tokenizes
-    again, each sentence into a freshly sampled segmentation
-    (:meth:`SubwordTokenizer.sampling`), and nothing is cached.
+    The pairs are tokenized in the graph as they come (nothing is cached: a pass
+    holds at most a `window` of examples) and grouped by length ``max(S, T)`` so
+    that batches carry little padding. Shuffling is the stream's
+    (`streaming.pass_strings`); "sorted" shuffles its batches within a window too.
 
     Args:
-        sources: Source sentences.
-        targets: Target sentences, aligned with ``sources``.
-        source_tokenizer: Tokenizer of the source language.
-        target_tokenizer: Tokenizer of the target language.
+        pairs: (source, target) tf.string scalars: one pass, in the order to batch.
+        source_tokenizer: Tokenizer of the source language (a `SubwordTokenizer.sampling`
+            one samples each segmentation: subword regularization).
+        target_tokenizer: Tokenizer of the target language (likewise).
         token_budget: Bound on ``B * max(S, T)`` per batch (padded widths).
         max_source_length: Truncation length of encoder inputs.
         max_target_length: Truncation length of decoder inputs and labels.
         bucket_boundaries: Exclusive upper length ends of the buckets; None
             for :func:`bucket_boundaries_for` (steps of 8).
-        shuffle: Shuffle examples before bucketing.
-        shuffle_buffer: Shuffle buffer size; None shuffles the whole corpus.
-        seed: Shuffle seed.
-        cache: True caches in memory, a string caches to that file path,
-            False does not cache.
-        sample_alpha: Subword regularization: sample each epoch's segmentation of
-            both sides with this α (None: the most likely pieces, cached).
+        seed: Seed of the batches' shuffle ("sorted").
         batching: "buckets" (``bucket_by_sequence_length``, fixed batch sizes per
-            bucket) or "sorted" (each epoch's examples sorted by length and cut
+            bucket) or "sorted" (each window of examples sorted by length and cut
             into full batches, `_sorted_batches`); one of `BATCHINGS`.
         width_step: "sorted" counts each length rounded up to a multiple of this
             (`_batch_plan`): under XLA, the widths `pad_to_static_shapes` pads to.
-        word_dropout: Each source token (not a tag) becomes UNK with this
-            probability, drawn afresh each epoch (`with_word_dropout`; 0: none).
+        window: "sorted": the examples sorted together.
 
     Returns:
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
         int32 (B, T)}, labels int32 (B, T))``.
     """
-    if sample_alpha is not None:
-        source_tokenizer = source_tokenizer.sampling(sample_alpha)
-        target_tokenizer = target_tokenizer.sampling(sample_alpha)
-        cache = False  # a cache would freeze the first epoch's samples
     dataset = _tokenized(
-        sources, targets, source_tokenizer, target_tokenizer,
-        max_source_length, max_target_length,
+        pairs, source_tokenizer, target_tokenizer, max_source_length, max_target_length,
     )
     dataset = _batched(
         dataset,
         sequences=(0, 1),  # the labels are as long as the decoder tokens
         padding_values=(PAD_ID, PAD_ID, PAD_ID),
         max_length=max(max_source_length, max_target_length),
-        size=len(sources),
         token_budget=token_budget,
         batching=batching,
         width_step=width_step,
         bucket_boundaries=bucket_boundaries,
-        shuffle=shuffle,
-        shuffle_buffer=shuffle_buffer,
         seed=seed,
-        cache=cache,
+        window=window,
     )
-    dataset = with_word_dropout(dataset, word_dropout, seed, source_tokenizer.first_text_id)
-    return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
+    return dataset.map(_to_model_inputs)
+
+
+def epochs(make_pass, first_epoch: int, steps: int) -> tf.data.Dataset:
+    """The endless training stream: epoch after epoch, each `steps` batches.
+
+    Epoch ``e`` is the first `steps` batches of ``make_pass(e)`` (the pass
+    repeated if it has fewer), so every epoch has the same number of steps on every
+    worker, and the batches of an epoch depend only on the seeds and ``e``: a run
+    resumed at epoch ``e`` reads epoch ``e`` again from its start.
+
+    Args:
+        make_pass: epoch (int64 scalar tensor) -> a finite dataset of batches.
+        first_epoch: the epoch the stream starts at.
+        steps: batches per epoch (`steps_per_epoch`).
+    """
+    if steps < 1:
+        raise ValueError(f"an epoch needs at least one step; received {steps}.")
+    return tf.data.Dataset.range(first_epoch, 2**62).flat_map(
+        lambda epoch: make_pass(epoch).repeat().take(steps))
+
+
+def example_length_counts(batches: tf.data.Dataset, max_length: int) -> list[int]:
+    """How many tokenized examples have each length, ``max`` over their sequences (0..max_length).
+
+    Args:
+        batches: tokenized batches, tuples whose RaggedTensors (N, None) are the sequences
+            (`_tokenized(..., batched=True)` and its kind).
+        max_length: the longest length.
+    """
+    def lengths(*parts):
+        return tf.reduce_max(tf.stack([p.row_lengths() for p in parts if isinstance(p, tf.RaggedTensor)]), 0)
+
+    counts = np.zeros(max_length + 1, np.int64)
+    for batch in batches.map(lengths).as_numpy_iterator():
+        counts += np.bincount(np.minimum(batch, max_length), minlength=max_length + 1)
+    return counts.tolist()
+
+
+def steps_per_epoch(length_counts, examples, token_budget, max_length, batching="buckets",
+                    bucket_boundaries=None, width_step=1, window=DEFAULT_SORT_WINDOW):
+    """The batches one pass over `examples` examples makes, from a sample's lengths.
+
+    Args:
+        length_counts: how many sampled examples have each length (`example_length_counts`).
+        examples: the examples of a pass.
+        token_budget, max_length, batching, bucket_boundaries, width_step, window: as
+            `make_training_dataset`'s.
+
+    Returns:
+        The number of batches, at least 1: "buckets" fill each bucket's fixed batch
+        size, "sorted" fills the budget with lengths rounded as `_batch_plan` rounds
+        them, one partial batch per window.
+    """
+    counts = np.asarray(length_counts, np.float64)
+    scale = examples / max(counts.sum(), 1)
+    lengths = np.arange(len(counts))
+    if batching == "sorted":
+        padded = round_up(np.maximum(lengths, DEFAULT_BUCKET_STEP), width_step)
+        tokens = float((counts * padded).sum()) * scale
+        return max(1, math.ceil(tokens / token_budget) + math.ceil(examples / window))
+    boundaries = bucket_boundaries_for(max_length) if bucket_boundaries is None else list(bucket_boundaries)
+    sizes = bucket_batch_sizes(boundaries, max_length, token_budget)
+    bucket = np.searchsorted(np.asarray(boundaries), lengths, side="right")
+    per_bucket = np.bincount(bucket, weights=counts, minlength=len(sizes)) * scale
+    return max(1, int(sum(math.ceil(n / size) for n, size in zip(per_bucket, sizes))))
 
 
 def drop_words(
@@ -314,7 +365,8 @@ def drop_words(
 def with_word_dropout(
     dataset: tf.data.Dataset, rate: float, seed: int, first_text_id: int = EOS_ID + 1
 ) -> tf.data.Dataset:
-    """`drop_words` on the first tensor of every batch: the model's input text.
+    """`drop_words` on the model's input text of every batch: its first tensor (a
+    translator's features: their "encoder_tokens").
 
     A regulariser for a small corpus (Sennrich and Zhang, 2019, "Revisiting
     Low-Resource Neural Machine Translation"): the model cannot lean on any one
@@ -325,7 +377,7 @@ def with_word_dropout(
     on its own: the same rate, not one device's draws.)
 
     Args:
-        dataset: batches, tuples whose first tensor is int (B, L) ids.
+        dataset: batches, tuples whose first item is int (B, L) ids or a translator's features.
         rate: The probability, in [0, 1); 0 returns ``dataset`` unchanged.
         seed: Seed of the draws.
         first_text_id: As `drop_words`'.
@@ -335,20 +387,26 @@ def with_word_dropout(
     draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
 
     def drop(batch, draw):
-        tokens, *rest = batch
-        return (drop_words(tokens, rate, tf.stack([draw, 0]), first_text_id), *rest)
+        inputs, *rest = batch
+        seed = tf.stack([draw, 0])
+        if isinstance(inputs, dict):  # a translator's: the source is its input text
+            inputs = {**inputs, "encoder_tokens": drop_words(inputs["encoder_tokens"], rate, seed,
+                                                              first_text_id)}
+        else:
+            inputs = drop_words(inputs, rate, seed, first_text_id)
+        return (inputs, *rest)
 
     return tf.data.Dataset.zip((dataset, draws)).map(drop)
 
 
 def _batched(
-    dataset, sequences, padding_values, max_length, size, token_budget, batching="buckets",
-    width_step=1, bucket_boundaries=None, shuffle=True, shuffle_buffer=None, seed=0, cache=True,
+    dataset, sequences, padding_values, max_length, token_budget, batching="buckets",
+    width_step=1, bucket_boundaries=None, seed=0, window=DEFAULT_SORT_WINDOW,
 ):
-    """Caches, shuffles and groups tokenized examples into token-budgeted batches.
+    """Groups tokenized examples into token-budgeted batches.
 
     "buckets": ``bucket_by_sequence_length``, a fixed batch size per length bucket.
-    "sorted": `_sorted_batches`, each epoch sorted by length and cut into full
+    "sorted": `_sorted_batches`, each window sorted by length and cut into full
     batches. Either way an example's length is that of its longest padded part and
     ``B * longest <= token_budget``.
 
@@ -357,7 +415,6 @@ def _batched(
         sequences: the indices of an example's tensors that are padded sequences.
         padding_values: one per tensor of an example.
         max_length: longest example length.
-        size: number of examples (the whole-corpus shuffle buffer).
         Others: as `make_training_dataset`'s.
 
     Returns:
@@ -373,14 +430,8 @@ def _batched(
         bucket_boundaries = bucket_boundaries_for(max_length)
     # Also for "sorted": it refuses a budget that cannot hold one longest example.
     batch_sizes = bucket_batch_sizes(bucket_boundaries, max_length, token_budget)
-    if cache:
-        dataset = dataset.cache(cache if isinstance(cache, str) else "")
-    if shuffle:
-        dataset = dataset.shuffle(shuffle_buffer or max(size, 1), seed=seed, reshuffle_each_iteration=True)
     if batching == "sorted":
-        return _sorted_batches(
-            dataset, sequences, padding_values, size, token_budget, width_step, shuffle, seed
-        )
+        return _sorted_batches(dataset, sequences, padding_values, token_budget, width_step, seed, window)
     return dataset.bucket_by_sequence_length(
         element_length_func=lambda *example: tf.reduce_max(
             tf.stack([tf.shape(example[i])[0] for i in sequences])
@@ -438,20 +489,19 @@ def _batch_plan(widths, token_budget, shortest=DEFAULT_BUCKET_STEP, width_step=1
     return order.astype(np.int64), np.array(sizes, np.int64)
 
 
-def _sorted_batches(
-    dataset, sequences, padding_values, size, token_budget, width_step, shuffle, seed
-):
-    """Sorts an epoch of (shuffled) examples by length and cuts it into full batches.
+def _sorted_batches(dataset, sequences, padding_values, token_budget, width_step, seed, window):
+    """Sorts each window of (shuffled) examples by length and cuts it into full batches.
 
     Length buckets with a fixed batch size each leave padding inside a bucket's
-    width and a partial batch per bucket at each epoch's end. Here the whole epoch
-    is sorted by length (`_batch_plan`), so a batch's examples have nearly equal
-    lengths in every padded part, and every batch but one is full; the batches are
-    then shuffled. (Length-sorted, token-bounded batches, as fairseq and
-    OpenNMT-tf make them.)
+    width and a partial batch per bucket at each pass's end. Here each window of
+    the stream is sorted by length (`_batch_plan`), so a batch's examples have
+    nearly equal lengths in every padded part, and every batch of a window but
+    one is full; the window's batches are then shuffled. (Length-sorted,
+    token-bounded batches, as fairseq and OpenNMT-tf make them from a buffer.)
 
     Args:
         dataset: shuffled tokenized examples (tuples of rank-1 tensors or scalars).
+        window: examples sorted together.
         Others: as `_batched`'s.
 
     Returns:
@@ -478,15 +528,11 @@ def _sorted_batches(
             for column, value in zip(columns, padding_values)
         )
 
-    batches = (
-        dataset.ragged_batch(max(size, 1))  # the whole epoch
-        .map(split)
-        .flat_map(lambda *columns: tf.data.Dataset.from_tensor_slices(columns))
-        .map(pad)
-    )
-    if shuffle:
-        batches = batches.shuffle(max(size, 1), seed=seed, reshuffle_each_iteration=True)
-    return batches
+    def window_batches(*columns):
+        batches = tf.data.Dataset.from_tensor_slices(split(*columns))
+        return batches.shuffle(window, seed=seed)
+
+    return dataset.ragged_batch(window).flat_map(window_batches).map(pad)
 
 
 def make_eval_dataset(
@@ -497,9 +543,8 @@ def make_eval_dataset(
     batch_size: int = 64,
     max_source_length: int = DEFAULT_MAX_SOURCE_LENGTH,
     max_target_length: int = DEFAULT_MAX_TARGET_LENGTH,
-    cache: bool = True,
 ) -> tf.data.Dataset:
-    """Fixed-size batches in corpus order, for evaluation.
+    """Fixed-size batches in the given order, for evaluation (a held-out split, cached).
 
     Args:
         sources: Source sentences.
@@ -509,7 +554,6 @@ def make_eval_dataset(
         batch_size: Examples per batch (the last batch may be smaller).
         max_source_length: Truncation length of encoder inputs.
         max_target_length: Truncation length of decoder inputs and labels.
-        cache: Cache the tokenized examples in memory.
 
     Returns:
         A dataset of ``({"encoder_tokens": int32 (B, S), "decoder_tokens":
@@ -517,71 +561,68 @@ def make_eval_dataset(
         ``i * batch_size`` to ``(i + 1) * batch_size - 1``.
     """
     dataset = _tokenized(
-        sources, targets, source_tokenizer, target_tokenizer,
+        pairs_of(sources, targets), source_tokenizer, target_tokenizer,
         max_source_length, max_target_length,
-    )
-    if cache:
-        dataset = dataset.cache()
+    ).cache()
     dataset = dataset.padded_batch(batch_size, padding_values=(PAD_ID, PAD_ID, PAD_ID))
     return dataset.map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
 
 
-def _examples(tensors, encode):
-    """Dataset of `encode(batch of tensors)`'s examples, tokenized in batches, in order."""
+def _examples(strings, encode, batched=False):
+    """Dataset of `encode(batch of strings)`'s examples, tokenized in batches, in order
+    (`batched`: the batches themselves, their sequences ragged)."""
+    batches = strings.batch(_TOKENIZE_BATCH).map(encode, num_parallel_calls=tf.data.AUTOTUNE,
+                                                  deterministic=True)
+    if batched:
+        return batches
     return (
-        tf.data.Dataset.from_tensor_slices(tensors)
-        .batch(_TOKENIZE_BATCH)
-        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        batches
         .unbatch()
-        .map(_identity)  # plain (None,) tensors for padded_batch (see `_tokenized`)
+        # unbatch leaves rank-1 RaggedTensorSpecs, which padded_batch rejects;
+        # passing them through a map makes them plain (None,) tensors.
+        .map(_identity)
     )
 
 
-def _lm_examples(texts, tokenizer, max_length):
-    """Dataset of (tokens (T,), labels (T,)) int32 language-model examples, in order."""
+def _lm_examples(texts, tokenizer, max_length, batched=False):
+    """Dataset of (tokens (T,), labels (T,)) int32 language-model examples, in order.
+
+    Args:
+        texts: a dataset of tf.string scalars.
+    """
     if max_length < 2:
         raise ValueError(f"max_length must be >= 2 (BOS or EOS and one id); received {max_length}")
-    strings = tf.constant(list(texts), dtype=tf.string)
-    return _examples(strings, lambda batch: encode_target(tokenizer, batch, max_length))
+    return _examples(texts, lambda batch: encode_target(tokenizer, batch, max_length), batched)
 
 
 def make_lm_training_dataset(
-    texts: Sequence[str],
+    texts: tf.data.Dataset,
     tokenizer: SubwordTokenizer,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     max_length: int = DEFAULT_MAX_TARGET_LENGTH,
-    shuffle: bool = True,
     seed: int = 0,
-    cache: bool | str = True,
     batching: str = "buckets",
     width_step: int = 1,
-    word_dropout: float = 0.0,
 ) -> tf.data.Dataset:
-    """Token-budgeted, length-bucketed, shuffled language-model batches.
+    """Token-budgeted, length-grouped language-model batches of one pass over a stream of texts.
 
     Args:
-        texts: Training texts, one example each.
+        texts: tf.string scalars, one example each: one pass, in the order to batch.
         tokenizer: The run's tokenizer.
         token_budget: Bound on ``B * T`` per batch (padded width).
         max_length: Most ids per row (BOS or EOS included).
-        shuffle: Shuffle examples before bucketing (reshuffled each epoch).
-        seed: Shuffle seed.
-        cache: As `make_training_dataset`'s.
-        batching, width_step: As `make_training_dataset`'s.
-        word_dropout: As `make_training_dataset`'s, on the tokens (BOS stays).
+        seed, batching, width_step: As `make_training_dataset`'s.
 
     Returns:
         A dataset of ``(tokens int32 (B, T), labels int32 (B, T))``.
     """
-    dataset = _batched(
+    return _batched(
         _lm_examples(texts, tokenizer, max_length),
         sequences=(0,),  # the labels are as long as the tokens
         padding_values=(PAD_ID, PAD_ID),
-        max_length=max_length, size=len(texts), token_budget=token_budget, batching=batching,
-        width_step=width_step, shuffle=shuffle, seed=seed, cache=cache,
+        max_length=max_length, token_budget=token_budget, batching=batching,
+        width_step=width_step, seed=seed,
     )
-    dataset = with_word_dropout(dataset, word_dropout, seed, tokenizer.first_text_id)
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def make_lm_eval_dataset(
@@ -591,59 +632,51 @@ def make_lm_eval_dataset(
     max_length: int = DEFAULT_MAX_TARGET_LENGTH,
 ) -> tf.data.Dataset:
     """Fixed-size language-model batches in text order: ``(tokens, labels)`` int32 (B, T)."""
-    dataset = _lm_examples(texts, tokenizer, max_length).cache()
+    strings = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), dtype=tf.string))
+    dataset = _lm_examples(strings, tokenizer, max_length).cache()
     return dataset.padded_batch(batch_size, padding_values=(PAD_ID, PAD_ID)).prefetch(tf.data.AUTOTUNE)
 
 
-def _classification_examples(texts, class_ids, tokenizer, max_length):
-    """Dataset of (tokens (S,), label ()) int32 classifier examples, in order."""
-    if len(texts) != len(class_ids):
-        raise ValueError(f"{len(texts)} texts but {len(class_ids)} labels")
+def _classification_examples(examples, tokenizer, max_length, batched=False):
+    """Dataset of (tokens (S,), label ()) int32 classifier examples, in order.
+
+    Args:
+        examples: (text tf.string, class id int32) scalars.
+    """
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1; received {max_length}")
-    tensors = (tf.constant(list(texts), dtype=tf.string), tf.constant(list(class_ids), dtype=tf.int32))
-    return _examples(tensors, lambda batch, ids: (encode_source(tokenizer, batch, max_length), ids))
+    return _examples(examples, lambda batch, ids: (encode_source(tokenizer, batch, max_length), ids),
+                     batched)
 
 
 def make_classification_training_dataset(
-    texts: Sequence[str],
-    class_ids: Sequence[int],
+    examples: tf.data.Dataset,
     tokenizer: SubwordTokenizer,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     max_length: int = DEFAULT_MAX_SOURCE_LENGTH,
-    shuffle: bool = True,
     seed: int = 0,
-    cache: bool | str = True,
     batching: str = "buckets",
     width_step: int = 1,
-    word_dropout: float = 0.0,
 ) -> tf.data.Dataset:
-    """Token-budgeted, length-bucketed, shuffled classifier batches.
+    """Token-budgeted, length-grouped classifier batches of one pass over a stream.
 
     Args:
-        texts: Training texts.
-        class_ids: Their class ids (0 .. C-1).
+        examples: (text tf.string, class id int32) scalars: one pass, in the order to batch.
         tokenizer: The run's tokenizer.
         token_budget: Bound on ``B * S`` per batch (padded width).
         max_length: Most ids per text.
-        shuffle: Shuffle examples before bucketing (reshuffled each epoch).
-        seed: Shuffle seed.
-        cache: As `make_training_dataset`'s.
-        batching, width_step: As `make_training_dataset`'s.
-        word_dropout: As `make_training_dataset`'s, on the tokens.
+        seed, batching, width_step: As `make_training_dataset`'s.
 
     Returns:
         A dataset of ``(tokens int32 (B, S), labels int32 (B,))``.
     """
-    dataset = _batched(
-        _classification_examples(texts, class_ids, tokenizer, max_length),
+    return _batched(
+        _classification_examples(examples, tokenizer, max_length),
         sequences=(0,),
         padding_values=(PAD_ID, 0),  # the label is a scalar: nothing of it is padded
-        max_length=max_length, size=len(texts), token_budget=token_budget, batching=batching,
-        width_step=width_step, shuffle=shuffle, seed=seed, cache=cache,
+        max_length=max_length, token_budget=token_budget, batching=batching,
+        width_step=width_step, seed=seed,
     )
-    dataset = with_word_dropout(dataset, word_dropout, seed, tokenizer.first_text_id)
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def make_classification_eval_dataset(
@@ -654,5 +687,9 @@ def make_classification_eval_dataset(
     max_length: int = DEFAULT_MAX_SOURCE_LENGTH,
 ) -> tf.data.Dataset:
     """Fixed-size classifier batches in text order: ``(tokens (B, S), labels (B,))`` int32."""
-    dataset = _classification_examples(texts, class_ids, tokenizer, max_length).cache()
+    if len(texts) != len(class_ids):
+        raise ValueError(f"{len(texts)} texts but {len(class_ids)} labels")
+    examples = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(list(texts), dtype=tf.string), tf.constant(list(class_ids), dtype=tf.int32)))
+    dataset = _classification_examples(examples, tokenizer, max_length).cache()
     return dataset.padded_batch(batch_size, padding_values=(PAD_ID, 0)).prefetch(tf.data.AUTOTUNE)

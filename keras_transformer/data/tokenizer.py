@@ -6,7 +6,7 @@ Models are trained on the training split only, one per language by default
 pre-segmentation: the unigram model learns pieces from raw characters.
 
 Default vocabulary sizes were chosen by measurement on cmn.txt, zh->en,
-``split_pairs(seed=0)`` (25,460 training pairs; tokens per sentence and UNK
+a 90/5/5 split (25,460 training pairs; tokens per sentence and UNK
 share on the 1,340 validation pairs; "rare" = pieces seen fewer than 5 times
 when tokenizing the training split, i.e. ids whose embedding and output row
 barely get trained):

@@ -32,7 +32,7 @@ from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.data.corpus import add_pair_arguments
 
-SPLITS = ("train", "validation", "test")
+from keras_transformer.runs.folder import HELD_OUT as SPLITS  # the training part is streamed, not stored
 
 
 def add_arguments(parser):

@@ -12,7 +12,12 @@ decoder-only language model) or "classify" (an encoder classifier). The layout:
                                        vocab_size the tokenizer's,
                               "data": corpus, split and tokenizer settings,
                               "training": TrainingConfig fields, "device": what was in effect}
-    splits/{train,validation,test}.tsv   the split used, one example a line
+    splits/{validation,test}.tsv   the held-out parts (at most `max_held_out` examples
+                             each), one example a line; the training part is streamed
+                             from the corpus files config.json records (paths, sizes,
+                             SHA-256), never copied
+    splits/dictionary.tsv    translate: the dictionary entries a run trains on beside the
+                             corpus (`dictionary_path`)
     translate: source.model, target.model   the SentencePiece models (`tokenizer_paths`)
                splits: source<TAB>target (`read_split`)
                data: source_language, target_language, source_tokenizer, target_tokenizer,
@@ -70,6 +75,9 @@ from keras_transformer.runs.weights import choose_weights
 CONFIG_NAME = "config.json"
 SPLIT_DIR = "splits"
 SPLITS = ("train", "validation", "test")
+# The parts a run folder stores; the training part streams from the corpus's files.
+HELD_OUT = ("validation", "test")
+DICTIONARY_NAME = "dictionary.tsv"
 BACKUP_DIR = "backup"
 BACKUP_STATE_NAME = "state.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -242,9 +250,24 @@ class RunFolder:
 
     # -- splits ----------------------------------------------------------------------------
     def split_path(self, part):
-        if part not in SPLITS:
-            raise ValueError(f"Unknown split {part!r}; accepted: {list(SPLITS)}.")
+        """The file of a held-out part ("validation" or "test")."""
+        if part == "train":
+            raise ValueError(
+                f"{self.path} stores no training split: training streams from the corpus files "
+                "its config.json records (\"data\": \"files\"); use --split validation or test."
+            )
+        if part not in HELD_OUT:
+            raise ValueError(f"Unknown split {part!r}; accepted: {list(HELD_OUT)}.")
         return self.file(SPLIT_DIR, f"{part}.tsv")
+
+    @property
+    def dictionary_path(self):
+        """splits/dictionary.tsv: a translation run's dictionary entries, source<TAB>target."""
+        return self.file(SPLIT_DIR, DICTIONARY_NAME)
+
+    def write_dictionary(self, pairs):
+        """Writes the dictionary entries a translation run trains on (`SentencePair`s)."""
+        files.write_lines(self.dictionary_path, [f"{p.source}\t{p.target}" for p in pairs])
 
     def _existing_split(self, part):
         path = self.split_path(part)

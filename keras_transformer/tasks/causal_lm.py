@@ -111,13 +111,13 @@ class CausalLM(TextTask):
 
         return LanguageModel(config["model"])
 
+    padding_values = (0, 0)  # PAD_ID: tokens and labels
+
     @classmethod
-    def _read(cls, data):
+    def _spec(cls, data):
         from keras_transformer.data.corpus import TextFile
 
-        if not isinstance(data, TextFile):
-            data = TextFile(os.fspath(data))
-        return None, data.read()
+        return data if isinstance(data, TextFile) else TextFile(os.fspath(data))
 
     @classmethod
     def _data_file(cls, args):
@@ -130,27 +130,21 @@ class CausalLM(TextTask):
         return None if args.data is None else TextFile(args.data, column, args.language or language)
 
     @classmethod
-    def _write_split(cls, run, part, labels, texts):
-        run.write_texts(part, texts)
+    def _write_part(cls, run, part, examples):
+        run.write_texts(part, [text for (text,) in examples])
 
     @classmethod
-    def make_datasets(cls, run, run_config, config, seed, static_shapes=False):
-        from keras_transformer.data.pipeline import make_lm_eval_dataset
-        from keras_transformer.data.pipeline import make_lm_training_dataset
-        from keras_transformer.data.fitting import training_width_step
+    def _examples(cls, strings, tokenizer, max_length, labels=None, batched=False):
+        from keras_transformer.data.pipeline import _lm_examples
 
-        tokenizer = cls._tokenizer(run, run_config)
-        max_length = run_config["data"]["max_length"]
-        train = make_lm_training_dataset(
-            run.read_texts("train"), tokenizer, token_budget=config.token_budget,
-            max_length=max_length, seed=seed, batching=config.batching,
-            width_step=training_width_step(static_shapes), word_dropout=config.word_dropout,
-        )
-        validation = make_lm_eval_dataset(
-            run.read_texts("validation"), tokenizer, batch_size=config.validation_batch_size,
-            max_length=max_length,
-        )
-        return cls._finish(train, validation, static_shapes, run_config, config, pad_rows=True)
+        return _lm_examples(strings.map(lambda text: text), tokenizer, max_length, batched)
+
+    @classmethod
+    def _validation(cls, run, tokenizer, config, max_length, labels):
+        from keras_transformer.data.pipeline import make_lm_eval_dataset
+
+        return make_lm_eval_dataset(run.read_texts("validation"), tokenizer,
+                                    batch_size=config.validation_batch_size, max_length=max_length)
 
     @classmethod
     def training_loss(cls, run_config, config):

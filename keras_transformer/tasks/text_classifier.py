@@ -118,20 +118,26 @@ class TextClassifier(TextTask):
 
         return EncoderClassifier(config["model"], num_classes=config["data"]["num_classes"])
 
+    labelled = True
+    padding_values = (0, 0)  # PAD_ID for the tokens; the label is a scalar, never padded
+    # Extra rows would need a label, and every label is a real class: only the length
+    # is padded to a fixed width.
+    pad_rows = False
+
     @classmethod
-    def _read(cls, data):
+    def _spec(cls, data):
         from keras_transformer.data.corpus import LabelledFile
 
-        if not isinstance(data, LabelledFile):
-            data = LabelledFile(os.fspath(data))
-        labels, texts = data.read()
-        found = sorted(set(labels))
-        if len(found) < 2:
+        return data if isinstance(data, LabelledFile) else LabelledFile(os.fspath(data))
+
+    @classmethod
+    def _labels_of(cls, spec, found):
+        if len(found.labels) < 2:
             raise ValueError(
-                f"{data.path} has one label ({found[0]!r}) in column {data.label_column}; a "
+                f"{spec.path} has one label ({found.labels[0]!r}) in column {spec.label_column}; a "
                 "classifier needs at least two (is --label-column right?)."
             )
-        return labels, texts
+        return found.labels
 
     @classmethod
     def _data_file(cls, args):
@@ -149,8 +155,30 @@ class TextClassifier(TextTask):
         )
 
     @classmethod
-    def _write_split(cls, run, part, labels, texts):
-        run.write_labelled(part, labels, texts)
+    def _write_part(cls, run, part, examples):
+        run.write_labelled(part, [label for label, _ in examples], [text for _, text in examples])
+
+    @classmethod
+    def _examples(cls, strings, tokenizer, max_length, labels=None, batched=False):
+        import tensorflow as tf
+
+        from keras_transformer.data.pipeline import _classification_examples
+
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(list(labels)), tf.range(len(labels))), -1)
+        return _classification_examples(strings.map(lambda label, text: (text, table.lookup(label))),
+                                        tokenizer, max_length, batched)
+
+    @classmethod
+    def _validation(cls, run, tokenizer, config, max_length, labels):
+        from keras_transformer.data.corpus import class_ids
+        from keras_transformer.data.pipeline import make_classification_eval_dataset
+
+        validation_labels, validation_texts = run.read_labelled("validation")
+        return make_classification_eval_dataset(
+            validation_texts, class_ids(labels, validation_labels, "validation split"), tokenizer,
+            batch_size=config.validation_batch_size, max_length=max_length,
+        )
 
     @classmethod
     def _write_extras(cls, run, labels, init_from=None):
@@ -178,32 +206,6 @@ class TextClassifier(TextTask):
                 f"know; its classes are {known}. Relabel the data, or train a new classifier "
                 "without --init-from."
             )
-
-    @classmethod
-    def make_datasets(cls, run, run_config, config, seed, static_shapes=False):
-        from keras_transformer.data.corpus import class_ids
-        from keras_transformer.data.pipeline import make_classification_eval_dataset
-        from keras_transformer.data.pipeline import make_classification_training_dataset
-        from keras_transformer.data.fitting import training_width_step
-
-        tokenizer = cls._tokenizer(run, run_config)
-        names = run.read_labels()
-        max_length = run_config["data"]["max_length"]
-        train_labels, train_texts = run.read_labelled("train")
-        validation_labels, validation_texts = run.read_labelled("validation")
-        train = make_classification_training_dataset(
-            train_texts, class_ids(names, train_labels, "train split"), tokenizer,
-            token_budget=config.token_budget, max_length=max_length, seed=seed,
-            batching=config.batching, width_step=training_width_step(static_shapes),
-            word_dropout=config.word_dropout,
-        )
-        validation = make_classification_eval_dataset(
-            validation_texts, class_ids(names, validation_labels, "validation split"), tokenizer,
-            batch_size=config.validation_batch_size, max_length=max_length,
-        )
-        # Extra rows would need a label, and every label is a real class: only the
-        # length is padded to a fixed width.
-        return cls._finish(train, validation, static_shapes, run_config, config, pad_rows=False)
 
     @classmethod
     def training_loss(cls, run_config, config):

@@ -46,29 +46,38 @@ def prepare_run(
     bidirectional=False,
     model_overrides=None,
     init_from=None,
+    max_held_out=None,
+    vocab_sample=None,
 ):
-    """Splits the corpus, trains the tokenizers and writes `config.json`.
+    """Scans the corpus once, writes its held-out parts, trains the tokenizers, writes `config.json`.
+
+    The corpus is read as a stream (`keras_transformer.data.streaming.scan`): the
+    split is decided pair by pair (`SplitRule`), validation and test keep at most
+    `max_held_out` pairs each (written to the run), and the tokenizers learn from a
+    sample of at most `vocab_sample` training pairs. The training part is not
+    copied: config.json records the files (paths, sizes, SHA-256) it streams from.
 
     Args:
         run_dir: the run folder (created).
         data: the corpus: a `keras_transformer.data.corpus.PairFiles` (a TSV's
-            columns or two line-aligned files), or the path of a tab-separated file.
+            columns or two line-aligned files; paths may be glob patterns, files
+            may be gzipped), or the path of a tab-separated file.
         src: source language code.
         tgt: target language code.
         preset: model preset name ("tiny", "small", "base", "big").
         source_column: with a path: 0-based column of the source; None for the
             Tatoeba (cmn.txt) layout of `src`.
         target_column: likewise for the target.
-        max_pairs: use only the first this many pairs (None: all).
+        max_pairs: use only the first this many pairs, in file order (None: all).
         split_seed: seed of the train/validation/test split.
-        validation_fraction: share of pairs for validation.
-        test_fraction: share of pairs for test.
+        validation_fraction: share of pairs for validation (before the cap).
+        test_fraction: share of pairs for test (before the cap).
         source_vocab_size: None for the tokenizer's measured default.
         target_vocab_size: None for the default.
         joint_vocabulary: one SentencePiece model for both languages.
         dictionary: path of a dictionary TSV (`keras_transformer.data.dictionary`):
-            its entries whose word occurs in a training source sentence join the
-            training split (never validation or test).
+            its entries whose word occurs in a sampled training source sentence
+            join the training stream (never validation or test).
         bidirectional: train both directions in one model, each source tagged
             with its output language (`keras_transformer.data.directions`); one
             vocabulary for both languages, tied embeddings.
@@ -77,16 +86,25 @@ def prepare_run(
             (`keras_transformer.tasks.read_model_config`): its tokenizers, source
             prefix and model shape are the run's (no tokenizer is trained; the
             vocabulary options and `model_overrides` are not read).
+        max_held_out: most pairs kept in validation and in test each (None:
+            `DEFAULT_MAX_HELD_OUT`).
+        vocab_sample: most training pairs the tokenizers learn from (None:
+            `DEFAULT_VOCAB_SAMPLE`).
 
     Returns:
         The run config (the dict written to `config.json`, without "training").
     """
     from keras_transformer.data.corpus import PairFiles
+    from keras_transformer.data.corpus import SentencePair
     from keras_transformer.data.corpus import columns_for
     from keras_transformer.data.corpus import sources_and_targets
-    from keras_transformer.data.corpus import split_pairs
     from keras_transformer.data.pipeline import DEFAULT_MAX_SOURCE_LENGTH
     from keras_transformer.data.pipeline import DEFAULT_MAX_TARGET_LENGTH
+    from keras_transformer.data.streaming import DEFAULT_MAX_HELD_OUT
+    from keras_transformer.data.streaming import DEFAULT_VOCAB_SAMPLE
+    from keras_transformer.data.streaming import SplitRule
+    from keras_transformer.data.streaming import layout_of
+    from keras_transformer.data.streaming import scan
     from keras_transformer.data.tokenizer import SubwordTokenizer
     from keras_transformer.data.tokenizer import train_tokenizers
     from keras_transformer.models.config import BackboneConfig
@@ -104,25 +122,30 @@ def prepare_run(
         if source_column is None:
             source_column, target_column = columns_for(src, tgt)
         data = PairFiles(str(data), source_column=source_column, target_column=target_column)
-    pairs = data.read()
-    if max_pairs is not None:
-        pairs = pairs[:max_pairs]
-    split = split_pairs(pairs, validation_fraction, test_fraction, seed=split_seed)
-    if not split.train or not split.validation:
+    max_held_out = DEFAULT_MAX_HELD_OUT if max_held_out is None else max_held_out
+    vocab_sample = DEFAULT_VOCAB_SAMPLE if vocab_sample is None else vocab_sample
+    _check_sizes(max_held_out=max_held_out, vocab_sample=vocab_sample, max_pairs=max_pairs)
+    layout = layout_of(data)
+    found = scan(layout, SplitRule(split_seed, validation_fraction, test_fraction), max_held_out,
+                 vocab_sample, max_examples=max_pairs)
+    if not found.train_examples or not found.validation:
         raise ValueError(
-            f"The split of {len(pairs)} pairs leaves {len(split.train)} for training and "
-            f"{len(split.validation)} for validation; use a larger corpus."
+            f"The split of {found.lines} pairs leaves {found.train_examples} for training and "
+            f"{len(found.validation)} for validation; use a larger corpus."
         )
-
+    sample = [SentencePair(*pair) for pair in found.sample]
     dictionary_pairs = []
     if dictionary is not None:
         from keras_transformer.data.dictionary import entries_in
         from keras_transformer.data.dictionary import read_dictionary
 
-        dictionary_pairs = entries_in(
-            read_dictionary(dictionary, src, tgt), [pair.source for pair in split.train]
-        )
-    train = split.train + dictionary_pairs
+        # The words of the sampled training sources: every source of a corpus no larger
+        # than the sample (the bundled one), a sample's worth of words of a larger one.
+        dictionary_pairs = entries_in(read_dictionary(dictionary, src, tgt), [p.source for p in sample])
+        if found.train_examples > len(sample):
+            print(f"keras-transformer train: the dictionary's words are those of {len(sample):,} "
+                  f"sampled training sources of {found.train_examples:,} (--vocab-sample).", flush=True)
+    sample += dictionary_pairs
     source_prefix, source_symbols = "", ()
     if bidirectional:
         from keras_transformer.data.directions import DIRECTION_TAGS
@@ -130,12 +153,13 @@ def prepare_run(
         from keras_transformer.data.directions import both_directions
 
         joint_vocabulary = True  # each side reads and writes both languages
-        train = both_directions(train)
+        sample = both_directions(sample)
         source_prefix, source_symbols = TO_TARGET_TAG, DIRECTION_TAGS
-    split = dataclasses.replace(split, train=train)
-    for part in ("train", "validation", "test"):
-        run.write_split(part, getattr(split, part))
-    train_sources, train_targets = sources_and_targets(split.train)
+    run.write_split("validation", [SentencePair(*pair) for pair in found.validation])
+    run.write_split("test", [SentencePair(*pair) for pair in found.test])
+    if dictionary_pairs:
+        run.write_dictionary(dictionary_pairs)
+    sample_sources, sample_targets = sources_and_targets(sample)
     if init_from is not None:
         init_config, init_folder = init_from
         source_path, target_path = (
@@ -149,8 +173,8 @@ def prepare_run(
     else:
         try:
             source_path, target_path = train_tokenizers(
-                train_sources,
-                train_targets,
+                sample_sources,
+                sample_targets,
                 run.path,
                 source_language=src,
                 target_language=tgt,
@@ -170,6 +194,9 @@ def prepare_run(
                 **(model_overrides or {}),
             },
         )
+    lengths = {"max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
+               "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length)}
+    train_examples = (found.train_examples + len(dictionary_pairs)) * (2 if bidirectional else 1)
     config = {
         "format_version": FORMAT_VERSION,
         "task": "translate",
@@ -177,36 +204,68 @@ def prepare_run(
         "model": model_config.to_dict(),
         "data": {
             **data.describe(),
+            **_stream_record(layout, found, max_pairs, max_held_out, vocab_sample, train_examples),
+            "length_counts": _length_counts(source_path, target_path, sample_sources,
+                                            sample_targets, lengths),
             "source_language": src,
             "target_language": tgt,
-            "max_pairs": max_pairs,
             "split_seed": split_seed,
             "validation_fraction": validation_fraction,
             "test_fraction": test_fraction,
-            "split_sizes": {
-                "train": len(split.train),
-                "validation": len(split.validation),
-                "test": len(split.test),
-            },
-            "splits": {part: os.path.relpath(run.split_path(part), run.path) for part in ("train", "validation", "test")},
+            "splits": {part: os.path.relpath(run.split_path(part), run.path)
+                       for part in ("validation", "test")},
             "source_tokenizer": os.path.basename(source_path),
             "target_tokenizer": os.path.basename(target_path),
             "joint_vocabulary": bool(joint_vocabulary),
             "dictionary": None if dictionary is None else {
-                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs)},
+                "path": os.path.abspath(dictionary), "pairs": len(dictionary_pairs),
+                "file": os.path.relpath(run.dictionary_path, run.path) if dictionary_pairs else None},
             "bidirectional": bool(bidirectional),
             # What the source tokenizer puts before every sentence (`RunFolder.tokenizers`).
             "source_prefix": source_prefix,
-            "max_source_length": min(DEFAULT_MAX_SOURCE_LENGTH, model_config.max_length),
-            "max_target_length": min(DEFAULT_MAX_TARGET_LENGTH, model_config.max_length),
+            **lengths,
         },
     }
     run.write_config(config)
     return config
 
 
-def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
-    """The training and validation `tf.data` pipelines of a run folder.
+def _check_sizes(**sizes):
+    for name, value in sizes.items():
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer; received {value}.")
+
+
+def _stream_record(layout, found, max_examples, max_held_out, vocab_sample, train_examples):
+    """The entries of config.json's "data" that say what the run streams and how it split it."""
+    from keras_transformer.data.streaming import layout_record
+
+    return {
+        **layout_record(layout),
+        "split": found.rule.to_dict(),
+        "max_examples": max_examples,
+        "max_held_out": max_held_out,
+        "vocab_sample": vocab_sample,
+        "split_sizes": {"train": train_examples, "validation": len(found.validation),
+                        "test": len(found.test)},
+    }
+
+
+def _length_counts(source_path, target_path, sources, targets, lengths):
+    """How many sampled training pairs have each length (`example_length_counts`)."""
+    from keras_transformer.data.pipeline import _tokenized
+    from keras_transformer.data.pipeline import example_length_counts
+    from keras_transformer.data.pipeline import pairs_of
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+
+    examples = _tokenized(pairs_of(sources, targets), SubwordTokenizer.from_file(source_path),
+                          SubwordTokenizer.from_file(target_path), **lengths, batched=True)
+    return example_length_counts(examples, max(lengths.values()))
+
+
+def make_datasets(run_dir, run_config, config, seed, static_shapes=False, first_epoch=0, shard=0,
+                  num_shards=1):
+    """The training stream and the validation batches of a run folder.
 
     Args:
         run_dir: the `RunFolder`.
@@ -214,37 +273,59 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
         config: the `TrainingConfig` (batch sizes).
         seed: seed of the training data order.
         static_shapes: pad batches to a few fixed shapes (for XLA).
+        first_epoch: the epoch the training stream starts at (a resumed run's).
+        shard: this worker's index among `num_shards` (each reads its own share).
+        num_shards: the number of workers reading the training stream.
+
+    Returns:
+        `(train, validation, steps_per_epoch)`: the endless training stream
+        (`pipeline.epochs`), the validation batches and the steps of an epoch.
+
+    Raises:
+        ValueError: in one line, when a corpus file changed since the run was prepared.
     """
-    from keras_transformer.data.pipeline import make_eval_dataset
-    from keras_transformer.data.pipeline import make_training_dataset
+    import tensorflow as tf
+
     from keras_transformer.data.fitting import for_fit
     from keras_transformer.data.fitting import pad_to_static_shapes
     from keras_transformer.data.fitting import training_width_step
+    from keras_transformer.data.pipeline import epochs
+    from keras_transformer.data.pipeline import make_eval_dataset
+    from keras_transformer.data.pipeline import make_training_dataset
+    from keras_transformer.data.pipeline import with_word_dropout
+    from keras_transformer.data.streaming import stream_of
 
     data = run_config["data"]
+    layout, rule, steps = stream_of(run_dir, data, config, static_shapes, num_shards)
     source_tokenizer, target_tokenizer = run_dir.tokenizers()
     # A bidirectional run's training sources carry their own direction tags; the
     # validation sources get the run's, as sentences to translate do.
     validation_source_tokenizer = source_tokenizer
     source_tokenizer = source_tokenizer.with_prefix("")
+    if config.subword_sampling is not None:
+        # Made here, not in the pass: a pass is built inside the stream's graph, and
+        # a tokenizer's resources are made eagerly.
+        source_tokenizer = source_tokenizer.sampling(config.subword_sampling)
+        target_tokenizer = target_tokenizer.sampling(config.subword_sampling)
     lengths = dict(
         max_source_length=data["max_source_length"], max_target_length=data["max_target_length"]
     )
-    train_sources, train_targets = run_dir.read_split("train")
+
+    def one_pass(epoch):
+        return make_training_dataset(
+            training_pairs(run_dir, run_config, epoch, seed, shard, num_shards, (layout, rule)),
+            source_tokenizer, target_tokenizer,
+            token_budget=config.token_budget // num_shards,
+            batching=config.batching,
+            width_step=training_width_step(static_shapes),
+            seed=seed,
+            **lengths,
+        )
+
+    train = epochs(one_pass, first_epoch, steps)
+    train = with_word_dropout(train, config.word_dropout, seed + first_epoch,
+                              source_tokenizer.first_text_id)
     validation_sources, validation_targets = run_dir.read_split("validation")
-    train = make_training_dataset(
-        train_sources,
-        train_targets,
-        source_tokenizer,
-        target_tokenizer,
-        token_budget=config.token_budget,
-        batching=config.batching,
-        width_step=training_width_step(static_shapes),
-        seed=seed,
-        sample_alpha=config.subword_sampling,
-        word_dropout=config.word_dropout,
-        **lengths,
-    )
     validation = make_eval_dataset(
         validation_sources,
         validation_targets,
@@ -255,9 +336,56 @@ def make_datasets(run_dir, run_config, config, seed, static_shapes=False):
     )
     if static_shapes:
         max_length = max(lengths.values())
-        train = pad_to_static_shapes(train, max_length, token_budget=config.token_budget)
+        train = pad_to_static_shapes(train, max_length, token_budget=config.token_budget // num_shards)
         validation = pad_to_static_shapes(validation, max_length, rows=config.validation_batch_size)
-    return for_fit(train, validation)
+    train, validation = for_fit(train.prefetch(tf.data.AUTOTUNE), validation)
+    return train, validation, steps
+
+
+def training_pairs(run_dir, run_config, epoch, seed=0, shard=0, num_shards=1, stream=None):
+    """One pass of a translation run's training pairs, as strings: the corpus's training
+    part (this worker's share), its dictionary entries mixed in, both directions of a
+    bidirectional run (each source tagged).
+
+    Args:
+        run_dir: the `RunFolder`.
+        run_config: its parsed config.json.
+        epoch: the epoch (an int or an int64 scalar tensor), which orders the pass.
+        seed: the data seed.
+        shard, num_shards: this worker's share.
+        stream: `(layout, rule)` of the run, when already read (`streaming.stream_of`).
+
+    Returns:
+        A `tf.data.Dataset` of (source, target) tf.string scalars.
+    """
+    from keras_transformer.data.streaming import SplitRule
+    from keras_transformer.data.streaming import dictionary_strings
+    from keras_transformer.data.streaming import layout_from_record
+    from keras_transformer.data.streaming import mixed
+    from keras_transformer.data.streaming import pass_strings
+
+    data = run_config["data"]
+    layout, rule = stream or (layout_from_record(data), SplitRule.from_dict(data["split"]))
+    pairs = pass_strings(layout, rule, epoch, seed, shard=shard, num_shards=num_shards,
+                         max_examples=data["max_examples"])
+    dictionary = data.get("dictionary") or {}
+    if dictionary.get("file"):
+        entries = dictionary_strings(run_dir.file(dictionary["file"]), epoch, seed, shard, num_shards)
+        pairs = mixed(pairs, entries, data["split_sizes"]["train"], dictionary["pairs"], epoch, seed)
+    if data["bidirectional"]:
+        pairs = pairs.flat_map(_both_directions)
+    return pairs
+
+
+def _both_directions(source, target):
+    """A training pair, both ways, each source tagged with its output language."""
+    import tensorflow as tf
+
+    from keras_transformer.data.directions import TO_SOURCE_TAG
+    from keras_transformer.data.directions import TO_TARGET_TAG
+
+    return tf.data.Dataset.from_tensor_slices(
+        (tf.stack([TO_TARGET_TAG + source, TO_SOURCE_TAG + target]), tf.stack([target, source])))
 
 
 class Translator(Task):
@@ -462,8 +590,10 @@ class Translator(Task):
         return prepare_run(run_dir, data, src, tgt, preset, **options)
 
     @classmethod
-    def make_datasets(cls, run, run_config, config, seed, static_shapes=False):
-        return make_datasets(run, run_config, config, seed, static_shapes=static_shapes)
+    def make_datasets(cls, run, run_config, config, seed, static_shapes=False, first_epoch=0,
+                      shard=0, num_shards=1):
+        return make_datasets(run, run_config, config, seed, static_shapes=static_shapes,
+                             first_epoch=first_epoch, shard=shard, num_shards=num_shards)
 
     @classmethod
     def training_loss(cls, config, training):
@@ -498,6 +628,8 @@ class Translator(Task):
             joint_vocabulary=args.joint_vocabulary,
             dictionary=_dictionary(args.dictionary, src, tgt),
             bidirectional=args.bidirectional,
+            max_held_out=args.max_held_out,
+            vocab_sample=args.vocab_sample,
         )
         return pair_files(args, default_languages=DEFAULT_LANGUAGES), options
 

@@ -201,8 +201,9 @@ class TrainingBudget(keras.callbacks.Callback):
     Training stops after the current step; Keras then still validates and ends
     the epoch, and the other callbacks save as usual. Under a multi-worker
     strategy every worker must stop at the same step: the step count is the same on
-    every worker, and the time is decided at epoch ends, on the largest elapsed
-    time of all workers.
+    every worker, and the time is decided at epoch ends, on the mean elapsed time of
+    all workers (one all-reduced number, the same on every worker; `tf.distribute`
+    reduces by sum or mean only).
 
     Args:
         minutes: budget for this `fit` call, counted from the start of training
@@ -266,7 +267,7 @@ class TrainingBudget(keras.callbacks.Callback):
 
             elapsed = float(
                 self.strategy.reduce(
-                    tf.distribute.ReduceOp.MAX,
+                    tf.distribute.ReduceOp.MEAN,
                     self.strategy.run(lambda: tf.constant(elapsed, tf.float32)),
                     axis=None,
                 )

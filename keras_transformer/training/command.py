@@ -91,8 +91,8 @@ def add_arguments(parser):
     add_config_arguments(parser.add_argument_group("training settings (stored in the run)"))
     add_pair_arguments(
         parser,
-        data_help="tab-separated parallel corpus of a new run (default columns: the Tatoeba "
-        "layout of --src/--tgt)",
+        data_help="tab-separated parallel corpus of a new run: a file or a glob of files, .gz read "
+        "as gzip (default columns: the Tatoeba layout of --src/--tgt)",
         languages_help="source language code of a new run (default: zh; with --data, its "
         "Tatoeba column unless --src-column/--tgt-column are given)",
     )
@@ -129,9 +129,21 @@ def add_arguments(parser):
     group = parser.add_argument_group("new runs: split and tokenizers")
     group.add_argument(
         "--max-pairs", type=int,
-        help="use only the first N pairs (lm, classify: texts) of the data, for a quick trial run",
+        help="use only the first N pairs (lm, classify: texts) of the data, in file order, for a "
+        "quick trial run (the files are then read one after the other)",
     )
     group.add_argument("--split-seed", type=int, default=0, help="seed of the split (default: 0)")
+    group.add_argument(
+        "--max-held-out", type=int, metavar="N",
+        help="most examples kept in the validation split and in the test split each (the rest "
+        "of their share trains), so that validation takes seconds on any corpus (default: "
+        "2000)",
+    )
+    group.add_argument(
+        "--vocab-sample", type=int, metavar="N",
+        help="most training examples the tokenizers learn from, a sample chosen by hash (and "
+        "the words the --dictionary filter sees) (default: 200000)",
+    )
     group.add_argument(
         "--source-vocab-size", type=int,
         help="pieces of the source SentencePiece tokenizer (default: measured per language)",
@@ -148,7 +160,8 @@ def add_arguments(parser):
     group.add_argument(
         "--dictionary", metavar="TSV|auto|none", default="auto",
         help="word pairs (a TSV whose header names the two languages) added to the training "
-        "split when the word occurs in a training source: glosses of the corpus's words, for a "
+        "stream when the word occurs in a sampled training source (every source of a corpus "
+        "within --vocab-sample): glosses of the corpus's words, for a "
         "small corpus (+1.9 BLEU on the bundled one, docs/experiments.md); auto: the dictionary "
         "shipped for the language pair, if any (zh-en: data/cc-cedict, CC BY-SA 4.0) "
         "(default: auto)",

@@ -92,3 +92,17 @@ def worker_name(strategy=None):
         return "chief"
     resolver = strategy.cluster_resolver
     return f"{resolver.task_type}-{resolver.task_id}"
+
+
+def worker_share(strategy=None):
+    """`(index, count)`: this process's share of the training stream among the workers of
+    a multi-worker cluster (the chief first, then the workers by index); `(0, 1)` for
+    single-process strategies."""
+    resolver = getattr(strategy, "cluster_resolver", None) if strategy is not None else None
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return 0, 1
+    spec = resolver.cluster_spec().as_dict()
+    chiefs, workers = len(spec.get("chief", [])), len(spec.get("worker", []))
+    if resolver.task_type == "chief":
+        return 0, chiefs + workers
+    return chiefs + resolver.task_id, chiefs + workers

@@ -31,6 +31,7 @@ from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.strategy import is_chief
 from keras_transformer.training.strategy import make_strategy
 from keras_transformer.training.strategy import worker_name
+from keras_transformer.training.strategy import worker_share
 from keras_transformer.tasks.loading import task_for
 from keras_transformer.tasks.translator import make_datasets  # noqa: F401 (re-exported)
 from keras_transformer.tasks.translator import prepare_run  # noqa: F401 (re-exported)
@@ -208,7 +209,9 @@ def prepare_for_fit(model, strategy, train, validation=None):
     model.train_step = unpacked(model.train_step)
     model.test_step = unpacked(model.test_step)
     options = train.options()
-    train = train.map(pack).with_options(options)
+    own = train.map(pack).with_options(options)
+    # The worker's own share of the corpus, whole: not split again among the workers.
+    train = strategy.distribute_datasets_from_function(lambda context: own)
     if validation is not None:
         validation = validation.map(pack).with_options(options)
     return train, validation
@@ -384,10 +387,13 @@ def train(
     keras.utils.set_random_seed(config.seed)
     backup = state.checkpoints.read_backup()
     initial_epoch = int(backup["epoch"]) if backup else 0
-    # A resumed run must not replay the first epochs' data order: offset the seed
-    # by the epoch it resumes at.
-    train_data, validation_data = recipe.make_datasets(
-        state, run_config, config, seed=config.seed + initial_epoch, static_shapes=jit_compile
+    # The stream starts at the epoch the backup is in: a resumed run reads that epoch
+    # again from its start, in the same order (`pipeline.epochs`).
+    # Each worker of a cluster reads its own share of the corpus (`streaming.pass_strings`).
+    shard, num_shards = worker_share(strategy)
+    train_data, validation_data, steps_per_epoch = recipe.make_datasets(
+        state, run_config, config, seed=config.seed, static_shapes=jit_compile,
+        first_epoch=initial_epoch, shard=shard, num_shards=num_shards,
     )
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy("float32" if policy == "none" else policy)
@@ -430,13 +436,14 @@ def train(
         if verbose is None:
             verbose = 1 if sys.stdout.isatty() else 2
         with warnings.catch_warnings():
-            # The pipeline has no fixed length: Keras learns the epoch's end from it.
+            # The validation pipeline has no fixed length: Keras learns its end from it.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             history = model.fit(
                 train_data,
                 validation_data=validation_data,
                 epochs=config.epochs,
                 initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch,
                 callbacks=[*fit_callbacks, probe, *callbacks],
                 verbose=verbose,
                 shuffle=False,  # the pipeline shuffles

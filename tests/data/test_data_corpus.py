@@ -1,4 +1,4 @@
-"""Tests of corpus reading and splitting."""
+"""Tests of the bounded readers (held-out splits, test files); the split is streaming's (test_streaming.py)."""
 
 import json
 import os
@@ -11,11 +11,9 @@ from keras_transformer.data.corpus import (
     DEFAULT_CMN_ENG_PATH,
     SentencePair,
     columns_for,
-    group_pairs,
     read_aligned,
     read_cmn_eng,
     read_tsv,
-    split_pairs,
 )
 
 
@@ -101,86 +99,3 @@ def test_read_aligned_different_line_counts(tmp_path):
     tgt.write_text("one\ntwo\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"a\.zh has 3 lines but .*a\.en has 2.*a\.zh: line 3"):
         read_aligned(src, tgt)
-
-
-# --- splitting -----------------------------------------------------------------
-
-
-def _parts(split):
-    return {"train": split.train, "validation": split.validation, "test": split.test}
-
-
-def test_split_never_shares_a_source_or_target_sentence(cmn_split):
-    seen_source, seen_target = {}, {}
-    for name, pairs in _parts(cmn_split).items():
-        for pair in pairs:
-            assert seen_source.setdefault(pair.source, name) == name, pair
-            assert seen_target.setdefault(pair.target, name) == name, pair
-
-
-def test_split_sizes_follow_fractions_and_lose_nothing(cmn_split):
-    total = len(cmn_split.train) + len(cmn_split.validation) + len(cmn_split.test)
-    assert total == 28155
-    for part in (cmn_split.validation, cmn_split.test):
-        assert 0.04 * total < len(part) < 0.06 * total
-    assert sorted(cmn_split.train + cmn_split.validation + cmn_split.test, key=repr) == sorted(
-        read_cmn_eng(), key=repr
-    )
-
-
-def test_groups_are_connected_through_sources_and_targets():
-    # a-x, b-x share a target; b-y shares a source with b-x: all one group.
-    # Normalization puts "C  z" and "c z" together too.
-    pairs = [
-        SentencePair("a", "x"),
-        SentencePair("b", "x"),
-        SentencePair("b", "y"),
-        SentencePair("C  z", "w"),
-        SentencePair("c z", "v"),
-        SentencePair("d", "u"),
-    ]
-    assert group_pairs(pairs) == [0, 0, 0, 3, 3, 5]
-
-
-def test_split_of_chained_pairs_keeps_chain_together():
-    # Chains of 3 linked pairs; with many chains every part gets some.
-    pairs = []
-    for i in range(300):
-        pairs += [
-            SentencePair(f"s{i}", f"t{i}"),
-            SentencePair(f"s{i}b", f"t{i}"),
-            SentencePair(f"s{i}b", f"t{i}b"),
-        ]
-    split = split_pairs(pairs, 0.2, 0.2, seed=3)
-    where = {}
-    for name, part in _parts(split).items():
-        assert part, name
-        for pair in part:
-            where.setdefault(pair.target.rstrip("b"), set()).add(name)
-    assert all(len(names) == 1 for names in where.values())
-
-
-def _split_digest(seed):
-    split = split_pairs(read_cmn_eng(), seed=seed)
-    return [[(p.source, p.target) for p in part] for part in (split.validation, split.test)]
-
-
-def test_split_is_stable_across_runs_and_processes(cmn_split):
-    here = [[(p.source, p.target) for p in part] for part in (cmn_split.validation, cmn_split.test)]
-    assert _split_digest(0) == here
-    assert _split_digest(1) != here  # the seed matters
-    code = (
-        "import json\n"
-        "from keras_transformer.data.corpus import read_cmn_eng, split_pairs\n"
-        "s = split_pairs(read_cmn_eng(), seed=0)\n"
-        "print(json.dumps([[(p.source, p.target) for p in part]"
-        " for part in (s.validation, s.test)]))\n"
-    )
-    # A different hash seed: Python's str hash must not leak into the split.
-    env = dict(os.environ, PYTHONHASHSEED="12345", TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-        cwd=str(DEFAULT_CMN_ENG_PATH.parents[2]),
-    )
-    there = json.loads(out.stdout.strip().splitlines()[-1])
-    assert there == [[list(p) for p in part] for part in here]

@@ -1,4 +1,4 @@
-"""Tests of the tf.data pipelines: shifting, truncation, token budget, determinism."""
+"""Tests of the tf.data pipelines: shifting, truncation, token budget, epochs of a stream."""
 
 import numpy as np
 import pytest
@@ -8,11 +8,17 @@ from keras_transformer.constants import BATCHINGS, BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.data.corpus import sources_and_targets
 from keras_transformer.data.pipeline import (
     _batch_plan,
+    _tokenized,
     bucket_batch_sizes,
     bucket_boundaries_for,
+    epochs,
+    example_length_counts,
     make_eval_dataset,
     make_training_dataset,
+    pairs_of,
+    steps_per_epoch,
 )
+from keras_transformer.data.streaming import epoch_seed, shuffled
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +73,7 @@ def test_no_batch_exceeds_token_budget(tokenizers, small_corpus, batching):
     sources, targets = small_corpus
     budget = 300
     dataset = make_training_dataset(
-        sources, targets, *tokenizers, token_budget=budget,
+        pairs_of(sources, targets), *tokenizers, token_budget=budget,
         max_source_length=40, max_target_length=30, seed=1, batching=batching,
     )
     sizes, examples = set(), 0
@@ -88,7 +94,7 @@ def test_batches_group_examples_of_nearly_equal_length(tokenizers, small_corpus)
     sources, targets = small_corpus
     step = 2
     dataset = make_training_dataset(
-        sources, targets, *tokenizers, token_budget=300,
+        pairs_of(sources, targets), *tokenizers, token_budget=300,
         max_source_length=40, max_target_length=30, seed=1,
         bucket_boundaries=bucket_boundaries_for(40, step=step),
     )
@@ -107,25 +113,59 @@ def test_training_batches_hold_every_example_once(tokenizers, small_corpus, batc
     kwargs = dict(max_source_length=40, max_target_length=30)
     reference = [r for b in make_eval_dataset(sources, targets, *tokenizers, **kwargs)
                  for r in _rows(b)]
-    train = [r for b in make_training_dataset(sources, targets, *tokenizers, token_budget=512,
-                                              batching=batching, **kwargs) for r in _rows(b)]
+    train = [r for b in make_training_dataset(pairs_of(sources, targets), *tokenizers,
+                                              token_budget=512, batching=batching, **kwargs)
+             for r in _rows(b)]
     assert sorted(train) == sorted(reference)
-    assert train != reference  # shuffled
+    assert train != reference  # grouped by length
+
+
+def _stream(sources, targets, tokenizers, batching, seed=0, first_epoch=0, steps=4):
+    """`epochs` of shuffled passes, as a run's training stream is made."""
+    def one_pass(epoch):
+        pairs = shuffled(pairs_of(sources, targets), 10_000, epoch_seed(epoch, seed))
+        return make_training_dataset(pairs, *tokenizers, token_budget=512, seed=seed,
+                                     batching=batching)
+
+    return epochs(one_pass, first_epoch, steps)
 
 
 @pytest.mark.parametrize("batching", BATCHINGS)
-def test_training_order_is_deterministic_given_seed(tokenizers, small_corpus, batching):
+def test_each_epoch_is_its_seed_and_number_alone(tokenizers, small_corpus, batching):
+    sources, targets = small_corpus[0][:600], small_corpus[1][:600]
+    steps = 4
+
+    def batches(dataset, count):
+        return [_rows(batch) for batch in dataset.take(count)]
+
+    first = batches(_stream(sources, targets, tokenizers, batching, steps=steps), 3 * steps)
+    # Rebuilt, the same stream; every epoch is `steps` batches of a new order.
+    assert batches(_stream(sources, targets, tokenizers, batching, steps=steps), 3 * steps) == first
+    assert first[:steps] != first[steps:2 * steps]
+    # A run resumed at epoch 1 reads epoch 1 from its start, as the run it continues did.
+    resumed = batches(_stream(sources, targets, tokenizers, batching, first_epoch=1, steps=steps), 2 * steps)
+    assert resumed == first[steps:]
+    assert batches(_stream(sources, targets, tokenizers, batching, seed=1, steps=steps), steps) != first[:steps]
+
+
+@pytest.mark.parametrize("batching", BATCHINGS)
+def test_steps_per_epoch_count_the_batches_of_one_pass(tokenizers, small_corpus, batching):
     sources, targets = small_corpus
-
-    def epochs(seed, n=2):
-        dataset = make_training_dataset(sources, targets, *tokenizers, token_budget=512, seed=seed,
-                                        batching=batching)
-        return [[r for b in dataset for r in _rows(b)] for _ in range(n)]
-
-    first = epochs(0)
-    assert epochs(0) == first  # rebuilt pipeline, same order, epoch by epoch
-    assert first[0] != first[1]  # but each epoch is reshuffled
-    assert epochs(1, n=1)[0] != first[0]
+    lengths = dict(max_source_length=40, max_target_length=30)
+    counts = example_length_counts(_tokenized(pairs_of(sources, targets), *tokenizers, **lengths,
+                                              batched=True), 40)
+    assert sum(counts) == len(sources)
+    batches = sum(1 for _ in make_training_dataset(pairs_of(sources, targets), *tokenizers,
+                                                   token_budget=512, batching=batching, **lengths))
+    estimate = steps_per_epoch(counts, len(sources), 512, 40, batching)
+    if batching == "buckets":
+        assert estimate == batches  # each bucket's count over its batch size, exactly
+    else:  # the budget's fill, not the greedy cut's
+        assert abs(estimate - batches) <= 0.05 * batches
+    # From a sample of the corpus, scaled to its size.
+    half = example_length_counts(_tokenized(pairs_of(sources[::2], targets[::2]), *tokenizers, **lengths,
+                                            batched=True), 40)
+    assert abs(steps_per_epoch(half, len(sources), 512, 40, batching) - estimate) <= 0.1 * estimate
 
 
 def test_subword_sampling_tokenizes_every_epoch_anew(tokenizers, small_corpus):
@@ -133,8 +173,8 @@ def test_subword_sampling_tokenizes_every_epoch_anew(tokenizers, small_corpus):
     source_tokenizer, target_tokenizer = tokenizers
 
     def epochs(sample_alpha):
-        dataset = make_training_dataset(sources, targets, *tokenizers, token_budget=512,
-                                        shuffle=False, sample_alpha=sample_alpha)
+        sides = tokenizers if sample_alpha is None else [t.sampling(sample_alpha) for t in tokenizers]
+        dataset = make_training_dataset(pairs_of(sources, targets), *sides, token_budget=512)
         return [[r for b in dataset for r in _rows(b)] for _ in range(2)]
 
     fixed = epochs(None)
@@ -170,14 +210,14 @@ def _padding_shares(dataset):
 
 
 def test_sorted_batches_pad_less_and_are_fewer(tokenizers, small_corpus):
-    # Sorting the epoch by length pads less on both sides, where length buckets
+    # Sorting a window (here the whole pass) by length pads less on both sides, where length buckets
     # pad within a bucket's width and leave a partial batch per bucket.
     sources, targets = small_corpus
     kwargs = dict(token_budget=1024, max_source_length=40, max_target_length=30, seed=3)
     sorted_source, sorted_target, sorted_batches = _padding_shares(
-        make_training_dataset(sources, targets, *tokenizers, batching="sorted", **kwargs))
+        make_training_dataset(pairs_of(sources, targets), *tokenizers, batching="sorted", **kwargs))
     bucket_source, bucket_target, bucket_batches = _padding_shares(
-        make_training_dataset(sources, targets, *tokenizers, batching="buckets", **kwargs))
+        make_training_dataset(pairs_of(sources, targets), *tokenizers, batching="buckets", **kwargs))
     assert sorted_target > 0.9
     assert sorted_target > bucket_target and sorted_source > bucket_source
     assert sorted_batches < bucket_batches
@@ -235,7 +275,7 @@ def test_batch_plan_keeps_the_shortest_examples_shuffled_in_batches_of_bounded_r
 
 def test_unknown_batching_is_refused_naming_the_choices(tokenizers, small_corpus):
     with pytest.raises(ValueError, match="sorted"):
-        make_training_dataset(*small_corpus, *tokenizers, batching="random")
+        make_training_dataset(pairs_of(*small_corpus), *tokenizers, batching="random")
 
 
 def test_eval_batches_keep_corpus_order(tokenizers, small_corpus):

@@ -77,9 +77,13 @@ def test_train_prepares_a_run_from_two_files(corpus, tmp_path):
     config = prepare_run(str(tmp_path / "run"), data, "zh", "en", "tiny",
                          source_vocab_size=400, target_vocab_size=250)
     assert config["data"]["target_path"] == str(corpus / "big.en")
+    from streams import training_pass
+
     run = RunFolder(tmp_path / "run")
-    sources, targets = run.read_split("train")
-    assert sources and set(zip(sources, targets)) <= {(p.source, p.target) for p in pairs}
+    streamed = training_pass(run)
+    assert streamed and set(streamed) <= {(p.source, p.target) for p in pairs}
+    sources, targets = run.read_split("validation")
+    assert len(streamed) + len(sources) + len(run.read_split("test")[0]) == len(pairs)
 
 
 def test_translate_reads_a_column_of_the_same_files(corpus):

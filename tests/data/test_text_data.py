@@ -1,4 +1,4 @@
-"""Single-text data of the language-model and classifier tasks: readers, split, pipelines."""
+"""Single-text data of the language-model and classifier tasks: readers, streamed split, pipelines."""
 
 import numpy as np
 import pytest
@@ -9,8 +9,6 @@ from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
 from keras_transformer.data.corpus import LabelledFile
 from keras_transformer.data.corpus import TextFile
 from keras_transformer.data.corpus import class_ids
-from keras_transformer.data.corpus import normalize_for_grouping
-from keras_transformer.data.corpus import split_texts
 from keras_transformer.data.corpus import text_column
 
 
@@ -58,17 +56,23 @@ def test_class_ids_follow_the_sorted_names_and_refuse_unknown_labels():
         class_ids(["a", "b"], ["c"], "test split")
 
 
-def test_split_texts_keeps_equal_texts_on_one_side_and_is_seeded():
-    texts = TextFile(str(DEFAULT_CMN_ENG_PATH), column=0).read()
-    train, validation, test = split_texts(texts, seed=0)
-    assert sorted(train + validation + test) == list(range(len(texts)))
-    keys = [{normalize_for_grouping(texts[i]) for i in part} for part in (train, validation, test)]
+def test_the_streamed_split_keeps_equal_texts_on_one_side_and_is_seeded():
+    import collections
+
+    from keras_transformer.data.streaming import SplitRule, layout_of, normalize, pass_strings, scan
+
+    layout = layout_of(TextFile(str(DEFAULT_CMN_ENG_PATH), column=0))
+    found = scan(layout, SplitRule(seed=0), max_held_out=10_000)
+    train = [text for (text,) in pass_strings(layout, found.rule, 0).as_numpy_iterator()]
+    parts = [train, [t.encode() for (t,) in found.validation], [t.encode() for (t,) in found.test]]
+    assert sum(map(len, parts)) == found.lines == 28155
+    keys = [set(normalize(part).numpy()) for part in parts]
     assert not keys[0] & keys[1] and not keys[0] & keys[2] and not keys[1] & keys[2]
     # cmn.txt repeats English sentences (one per Chinese translation): groups are real.
-    assert len(keys[0]) < len(train)
-    assert abs(len(validation) / len(texts) - 0.05) < 0.01 and abs(len(test) / len(texts) - 0.05) < 0.01
-    assert split_texts(texts, seed=0) == (train, validation, test)
-    assert split_texts(texts, seed=1)[1] != validation
+    assert max(collections.Counter(found.validation).values()) > 1
+    for part in parts[1:]:
+        assert abs(len(part) / found.lines - 0.05) < 0.01
+    assert scan(layout, SplitRule(seed=1), max_held_out=10_000).validation != found.validation
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +105,10 @@ def test_lm_training_batches_stay_within_the_token_budget_and_hold_every_text(en
 
     texts = TextFile(str(DEFAULT_CMN_ENG_PATH), column=0).read()[:1500:3]
     rows = 0
-    for tokens, labels in make_lm_training_dataset(texts, english_tokenizer, token_budget=256, max_length=32):
+    import tensorflow as tf
+
+    strings = tf.data.Dataset.from_tensor_slices(texts)
+    for tokens, labels in make_lm_training_dataset(strings, english_tokenizer, token_budget=256, max_length=32):
         assert tokens.shape[0] * tokens.shape[1] <= 256
         assert (labels.numpy() != PAD_ID).sum(axis=1).min() >= 1  # EOS at least
         rows += tokens.shape[0]
@@ -118,9 +125,12 @@ def test_classification_batches_pair_texts_with_their_class_ids(english_tokenize
     ids = spm.SentencePieceProcessor(model_proto=english_tokenizer.model_proto).encode(texts)
     for row, text_ids in enumerate(ids):
         assert tokens.numpy()[row, : len(text_ids)].tolist() == text_ids  # no BOS/EOS
+    import tensorflow as tf
+
     seen = []
+    examples = tf.data.Dataset.from_tensor_slices((texts * 10, [1, 0, 2, 1] * 10))
     for tokens, labels in make_classification_training_dataset(
-        texts * 10, [1, 0, 2, 1] * 10, english_tokenizer, token_budget=64, max_length=16
+        examples, english_tokenizer, token_budget=64, max_length=16
     ):
         assert tokens.shape[0] * tokens.shape[1] <= 64 and labels.shape == (tokens.shape[0],)
         seen += labels.numpy().tolist()

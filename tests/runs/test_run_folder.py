@@ -28,13 +28,13 @@ def test_config_splits_and_evaluation_round_trip(tmp_path):
     assert run.read_split("validation") == ([], [])
     with pytest.raises(ValueError, match="accepted"):
         run.split_path("dev")
-    with pytest.raises(FileNotFoundError, match="train.tsv does not exist"):
+    with pytest.raises(ValueError, match="stores no training split: training streams from the corpus"):
         run.read_split("train")
 
-    run.write_texts("train", ["One text.", "Another."])
-    assert run.read_texts("train") == ["One text.", "Another."]
-    run.write_labelled("train", ["question", "statement"], ["Why?", "So."])
-    assert run.read_labelled("train") == (["question", "statement"], ["Why?", "So."])
+    run.write_texts("validation", ["One text.", "Another."])
+    assert run.read_texts("validation") == ["One text.", "Another."]
+    run.write_labelled("test", ["question", "statement"], ["Why?", "So."])
+    assert run.read_labelled("test") == (["question", "statement"], ["Why?", "So."])
 
     run.write_evaluation({"bleu": 12.5, "source": "中文"})
     assert run.read_evaluation() == {"bleu": 12.5, "source": "中文"}

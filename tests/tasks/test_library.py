@@ -103,8 +103,10 @@ def test_an_export_holds_the_preset_it_was_made_from(translation_run, translatio
 
 
 def _pairs(run_dir, count):
-    sources, targets = RunFolder(run_dir).read_split("train")
-    return tf.data.Dataset.from_tensor_slices((sources[:count], targets[:count]))
+    from streams import training_pass
+
+    sources, targets = zip(*training_pass(RunFolder(run_dir))[:count])
+    return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
 
 def test_fit_on_string_pairs_lowers_the_loss_and_the_result_exports(translation_run, tmp_path):
@@ -126,14 +128,16 @@ def test_fit_on_string_pairs_lowers_the_loss_and_the_result_exports(translation_
 
 def test_fit_reads_texts_and_labelled_texts(lm_run, classify_run):
     lm = kt.load(lm_run)
-    texts = RunFolder(lm_run).read_texts("train")[:48]
+    from streams import training_pass
+
+    texts = [text for (text,) in training_pass(RunFolder(lm_run))[:48]]
     losses = lm.fit(tf.data.Dataset.from_tensor_slices(texts), batch_size=16, epochs=3,
                     verbose=0).history["loss"]
     assert losses[-1] < losses[0], losses
 
     classifier = kt.load(classify_run)
-    labels, texts = RunFolder(classify_run).read_labelled("train")
-    dataset = tf.data.Dataset.from_tensor_slices((texts[:48], labels[:48]))
+    labels, texts = zip(*training_pass(RunFolder(classify_run))[:48])
+    dataset = tf.data.Dataset.from_tensor_slices((list(texts), list(labels)))
     losses = classifier.fit(dataset, batch_size=16, epochs=3, verbose=0).history["loss"]
     assert losses[-1] < losses[0], losses
     unknown = tf.data.Dataset.from_tensor_slices((["Hello"], ["no-such-class"]))
@@ -159,7 +163,7 @@ def test_init_from_starts_from_the_source_weights(translation_run, tmp_path):
     config = TrainingConfig(max_steps=1, mixed_precision="none", jit_compile=False,
                             token_budget=512, patience=0)
     run_dir = str(tmp_path / "tuned")
-    result = train(run_dir, config, data=str(pathlib.Path(translation_run) / "splits" / "train.tsv"),
+    result = train(run_dir, config, data=str(pathlib.Path(translation_run) / "splits" / "validation.tsv"),
                    prepare_options={"source_column": 0, "target_column": 1, "split_seed": 1},
                    init_from=translation_run, verbose=0)
     stored = RunFolder(run_dir).config
@@ -168,7 +172,7 @@ def test_init_from_starts_from_the_source_weights(translation_run, tmp_path):
 
     source = kt.load(translation_run)
     recipe = task_for(stored)
-    first, _ = recipe.make_datasets(RunFolder(run_dir), stored, config, seed=config.seed)
+    first, _, _ = recipe.make_datasets(RunFolder(run_dir), stored, config, seed=config.seed)
     features, labels = next(iter(first))
     expected = recipe.training_loss(stored, config)(labels, source.model(features))
     assert result.history["loss"][0] == pytest.approx(float(expected), rel=1e-4)

@@ -43,13 +43,22 @@ def synthetic_batches():
     return encoder, decoder, labels
 
 
-def dataset():
+def dataset(strategy):
+    """The global batches; under a multi-worker strategy, this worker's share of each
+    (its consecutive rows), as each worker reads its own share of a run's corpus."""
     import tensorflow as tf
+
+    from keras_transformer.training.strategy import worker_share
 
     encoder, decoder, labels = synthetic_batches()
     data = tf.data.Dataset.from_tensor_slices(
         ({"encoder_tokens": encoder, "decoder_tokens": decoder}, labels)
     ).batch(GLOBAL_BATCH)
+    index, count = worker_share(strategy)
+    if count > 1:
+        rows = GLOBAL_BATCH // count
+        data = data.map(lambda features, labels: tf.nest.map_structure(
+            lambda t: t[index * rows:(index + 1) * rows], (features, labels)))
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return data.with_options(options)
@@ -79,7 +88,7 @@ def run(strategy, init_path):
         def on_train_batch_end(self, batch, logs=None):
             running.append(float(logs["loss"]))
 
-    data, _ = prepare_for_fit(model, strategy, dataset())
+    data, _ = prepare_for_fit(model, strategy, dataset(strategy))
     model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[Record()])
     # Keras logs the running mean of the epoch; recover each step's loss.
     losses = [(k + 1) * m - k * p for k, (m, p) in enumerate(zip(running, [0.0] + running))]

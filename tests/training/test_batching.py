@@ -20,7 +20,7 @@ def test_every_task_batches_as_its_training_setting_says(run_fixture, request, m
                         lambda *args, **kwargs: calls.append(1) or sort(*args, **kwargs))
     for batching, sorted_calls in (("buckets", 0), ("sorted", 1)):
         config = TrainingConfig(batching=batching, token_budget=512)
-        train_data, _ = task_for(run_config).make_datasets(run_dir, run_config, config, seed=0)
+        train_data, _, _ = task_for(run_config).make_datasets(run_dir, run_config, config, seed=0)
         assert len(calls) == sorted_calls, batching
         assert next(iter(train_data)) is not None  # and the batches come
 
@@ -34,11 +34,11 @@ def test_sorted_batches_under_xla_fit_the_few_fixed_shapes(run_fixture, request)
     run_config = run_dir.config
     budget = 512
     config = TrainingConfig(batching="sorted", token_budget=budget)
-    train_data, _ = task_for(run_config).make_datasets(
+    train_data, _, steps = task_for(run_config).make_datasets(
         run_dir, run_config, config, seed=0, static_shapes=True
     )
     shapes = set()
-    for inputs, labels in train_data:
+    for inputs, labels in train_data.take(steps):
         tensors = [*(inputs.values() if isinstance(inputs, dict) else [inputs]), labels]
         tokens = [t.numpy() for t in tensors if t.shape.rank == 2]
         rows, width = tokens[0].shape

@@ -45,13 +45,20 @@ def test_train_cli_writes_run_folder_and_second_invocation_resumes(tmp_path, cap
     # zh-en runs add the bundled dictionary's words by default (--dictionary auto).
     assert config["data"]["dictionary"]["path"].endswith("cc-cedict/cedict.tsv")
     assert config["data"]["dictionary"]["pairs"] > 0
-    assert config["data"]["split_sizes"]["train"] == len((run_dir / "splits/train.tsv").read_text().splitlines())
-    for name in ("source.model", "target.model", "splits/train.tsv", "splits/validation.tsv",
+    from streams import training_pass
+
+    streamed = training_pass(RunFolder(run_dir))
+    assert config["data"]["split_sizes"]["train"] == len(streamed)
+    # The corpus is recorded, not copied.
+    assert not (run_dir / "splits/train.tsv").exists()
+    [[record]] = config["data"]["files"]
+    assert record["path"].endswith("cmn-eng/cmn.txt") and len(record["sha256"]) == 64
+    for name in ("source.model", "target.model", "splits/validation.tsv",
                  "splits/test.tsv", "backup/state.json", "history.csv", "model.keras",
                  "final.weights.h5", "best.weights.h5", "best.json"):
         assert (run_dir / name).is_file(), name
     # The split keeps sources apart and the test pairs out of training.
-    train_sources = {line.split("\t")[0] for line in (run_dir / "splits/train.tsv").read_text().splitlines()}
+    train_sources = {source for source, _ in streamed}
     test_sources = {line.split("\t")[0] for line in (run_dir / "splits/test.tsv").read_text().splitlines()}
     assert train_sources and not train_sources & test_sources
     assert list((run_dir / "checkpoints").glob("step-*.weights.h5"))
@@ -210,3 +217,21 @@ def test_activation_flag_sets_a_new_runs_feed_forward_and_a_resumed_run_keeps_it
     assert "activation" in error and "gelu" in error and "silu" in error
     assert "\n" not in error and "Traceback" not in error
     assert not bad.exists()
+
+
+def test_resuming_on_a_changed_corpus_is_refused_in_one_line(tmp_path, capsys):
+    corpus = tmp_path / "corpus.tsv"
+    lines = DEFAULT_CMN_ENG_PATH.read_text(encoding="utf-8").splitlines(keepends=True)[:300]
+    corpus.write_text("".join(lines), encoding="utf-8")
+    arguments = [*TRAIN_ARGS[:3], "--data", str(corpus), *TRAIN_ARGS[5:], "--run", str(tmp_path / "run"),
+                 "--max-steps", "1", "--max-held-out", "10", "--vocab-sample", "200"]
+    assert cli.main(arguments) == 0
+    data = RunFolder(tmp_path / "run").config["data"]
+    assert data["max_held_out"] == 10 and data["vocab_sample"] == 200
+    assert len(RunFolder(tmp_path / "run").read_split("validation")[0]) <= 10
+    capsys.readouterr()
+    corpus.write_text("".join(lines[:-1]), encoding="utf-8")
+    resume = ["train", "--run", str(tmp_path / "run"), "--max-steps", "2", "--verbose", "0"]
+    assert cli.main(resume) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "corpus.tsv" in err and "train a new run" in err

@@ -71,16 +71,15 @@ def _free_ports(count):
             sock.close()
 
 
-def test_two_workers_under_multi_worker_mirrored_match_one_process(reference, tmp_path):
-    init, expected = reference
+def _run_two_workers(arguments):
+    """Runs `python arguments(index)` as the two workers of a loopback cluster; both must succeed."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(
             subprocess.Popen(
-                [sys.executable, JOB, "--strategies", "multi-worker", "--init", init,
-                 "--out", str(tmp_path / f"worker{index}.json")],
+                [sys.executable, *arguments(index)],
                 env=python_env(TF_CONFIG=json.dumps(tf_config)),
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
@@ -98,7 +97,36 @@ def test_two_workers_under_multi_worker_mirrored_match_one_process(reference, tm
     for process, error in zip(processes, errors):
         assert process.returncode == 0, error[-3000:]
 
+
+def test_two_workers_under_multi_worker_mirrored_match_one_process(reference, tmp_path):
+    init, expected = reference
+    _run_two_workers(lambda index: [JOB, "--strategies", "multi-worker", "--init", init,
+                                    "--out", str(tmp_path / f"worker{index}.json")])
+
     for index in range(2):
         result = json.loads((tmp_path / f"worker{index}.json").read_text())["multi-worker"]
         assert result["replicas"] == 2
         _check_same_training(expected, result)
+
+
+def test_two_workers_train_a_streamed_run_each_on_its_own_share(tmp_path):
+    # Two files: worker i reads file i (`streaming.pass_strings`); each trains on its own
+    # batches of half the budget, in step with the other.
+    from keras_transformer.data.corpus import DEFAULT_CMN_ENG_PATH
+
+    lines = DEFAULT_CMN_ENG_PATH.read_text(encoding="utf-8").splitlines(keepends=True)[:600]
+    (tmp_path / "corpus").mkdir()
+    for index in range(2):
+        (tmp_path / "corpus" / f"part-{index}.tsv").write_text("".join(lines[index::2]), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    _run_two_workers(lambda index: [
+        "-m", "keras_transformer", "train", "--run", str(run_dir), "--preset", "tiny",
+        "--data", str(tmp_path / "corpus" / "part-*.tsv"), "--source-vocab-size", "600",
+        "--target-vocab-size", "200", "--dictionary", "none", "--batch-tokens", "512",
+        "--max-steps", "2", "--strategy", "multi-worker", "--verbose", "0"])
+    from keras_transformer.runs.folder import RunFolder
+
+    run = RunFolder(run_dir)
+    assert run.config["device"]["replicas"] == 2
+    assert run.history.read()[-1]["step"] == 2
+    assert len(run.config["data"]["files"]) == 2

@@ -1,4 +1,5 @@
-"""A run killed with SIGKILL resumes from its last checkpoint: same step counter, same weights."""
+"""A run killed with SIGKILL resumes from its last checkpoint: same step counter, same weights,
+and its data stream at the start of the epoch the checkpoint is in."""
 
 import json
 import signal
@@ -47,7 +48,7 @@ def _wait_for_backup(process, run_dir):
     raise AssertionError(f"no backup after {START_TIMEOUT_S} s")
 
 
-def test_sigkilled_run_resumes_with_same_step_and_weights(fresh_run, tmp_path):
+def test_sigkilled_run_resumes_with_same_step_and_weights(fresh_run, tmp_path, monkeypatch):
     command = [
         sys.executable, "-m", "keras_transformer", "train", "--run", str(fresh_run),
         "--epochs", "1000", "--minutes", "3", "--verbose", "0",
@@ -73,8 +74,28 @@ def test_sigkilled_run_resumes_with_same_step_and_weights(fresh_run, tmp_path):
     saved_steps = [checkpoint.number for checkpoint in run.checkpoints.kept("step")]
     assert saved_steps
 
+    from keras_transformer.tasks.translator import Translator
+
+    streams = []
+    make_datasets = Translator.make_datasets
+    monkeypatch.setattr(Translator, "make_datasets", classmethod(
+        lambda cls, *args, **kwargs: streams.append(kwargs) or make_datasets(*args, **kwargs)))
+    backup_epoch = json.loads((fresh_run / "backup" / "state.json").read_text())["epoch"]
     probe = _CaptureStart(str(tmp_path / "restored.weights.h5"))
     result = train(str(fresh_run), TrainingConfig(epochs=1000, **FAST), verbose=0, callbacks=[probe])
+
+    # The stream restarts at the epoch of the backup, from that epoch's first batch: the
+    # batches the uninterrupted run read from its step epoch * steps on.
+    [options] = streams
+    assert options["first_epoch"] == backup_epoch
+    config = TrainingConfig(epochs=1000, **FAST)
+    resumed, _, steps = make_datasets(run, run.config, config, seed=config.seed,
+                                      first_epoch=backup_epoch)
+    whole, _, _ = make_datasets(run, run.config, config, seed=config.seed)
+    expected = list(whole.skip(backup_epoch * steps).take(2))
+    for (features, labels), (want_features, want_labels) in zip(resumed.take(2), expected):
+        np.testing.assert_array_equal(labels, want_labels)
+        np.testing.assert_array_equal(features["encoder_tokens"], want_features["encoder_tokens"])
 
     assert result.resumed
     # Resumed from the newest complete backup: at or after the first checkpoint seen.

@@ -78,8 +78,9 @@ def _rest(batch):
 
 
 def _epochs(run_dir, run_config, config, count=2):
-    train, validation = task_for(run_config).make_datasets(run_dir, run_config, config, seed=3)
-    return [list(train) for _ in range(count)], list(validation)
+    train, validation, steps = task_for(run_config).make_datasets(run_dir, run_config, config, seed=3)
+    batches = list(train.take(count * steps))
+    return [batches[epoch * steps:(epoch + 1) * steps] for epoch in range(count)], list(validation)
 
 
 @pytest.mark.parametrize("run_fixture", ["prepared_run", "lm_run", "classify_run"])
