@@ -3,12 +3,12 @@
 Shape notation: (B, F), the feed-forward layer's hidden rows of one step.
 
 SiLU, x·σ(x), is what `keras.activations.silu` computes; TensorFlow's oneDNN
-graph pass fuses that into one `_MklSwish` kernel, which costs as much as the
-layer's whole matmul on a step's few rows (about 90 µs for (1..32, 512) on a
-2-core AVX-512 CPU, against 15 µs for the four ops below; `python -m bench
-kernels`). The step therefore writes σ through tanh, σ(x) = (1 + tanh(x/2)) / 2,
-which no pass fuses and which agrees with x·σ(x) to float rounding. The full
-pass (training, the encoder) keeps Keras's activation, whose gradient is fused.
+graph pass fuses that into one `_MklSwish` kernel, which on a step's few rows
+costs as much as the layer's whole matmul and several times the four ops below
+(`python -m bench kernels` times both). The step therefore writes σ through
+tanh, σ(x) = (1 + tanh(x/2)) / 2, which no pass fuses and which agrees with
+x·σ(x) to float rounding. The full pass (training, the encoder) keeps Keras's
+activation, whose gradient is fused.
 """
 
 import keras
