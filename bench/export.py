@@ -32,13 +32,21 @@ the run's weights as float32, int8 and bfloat16 SavedModels (`export --quantize`
 in graph mode and with XLA when `--xla` allows, and as CTranslate2 float32 and int8
 folders (`export --format ctranslate2`), each greedy and beam 4 (α and β the
 export's defaults, CTranslate2 given the same): batch-1 latency (p50, p99) and
-batch-32 sentences/s on the run's test sentences, each model in turn in one fresh
-process; size on disk (a SavedModel's graph and variables, a CTranslate2 folder's
-model); BLEU of the test split (the first 64 sentences with --quick); for each
-SavedModel, the kernel time of one batch-32 call per op type (`tf.profiler`, the
-most costly types), which shows where a format gains or loses. CTranslate2
-runs with as many threads as the machine has cores, as TensorFlow does. Ratios are
-against CTranslate2 int8, the fastest CPU engine's usual setting.
+batch-32 sentences/s on the run's test sentences; size on disk (a SavedModel's
+graph and variables, a CTranslate2 folder's model); BLEU of the test split (the
+first 64 sentences with --quick); for each SavedModel, the kernel time of one
+batch-32 call per op type (`tf.profiler`, the most costly types), which shows where
+a format gains or loses.
+
+Each engine runs alone, in its own fresh process, its models in turn: TensorFlow's
+thread pools and CTranslate2's OpenMP threads in one process change each other's
+times (CTranslate2 float32 greedy at batch 1 measured 3.3x slower beside TensorFlow
+than alone, our graph 1.5x faster). The SavedModels run twice, with the command
+line's thread options (TensorFlow's choice by default) and with one thread per op
+(TF Serving's `--tensorflow_intra_op_parallelism=1`), the setting that serves them
+fastest on small CPUs; CTranslate2 runs with as many threads as the machine has
+cores, its own best setting. Ratios are against CTranslate2 int8, the fastest CPU
+engine's usual setting.
 """
 
 import json
@@ -203,9 +211,10 @@ def _export_formats(folder, run_dir, xla_modes):
     return formats
 
 
-def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds):
-    """In a fresh process: per format, batch-1 and batch-32 call times and the
-    translations of `bleu_sources` (batches of 32)."""
+def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds, profile):
+    """In a fresh process: per format, batch-1 and batch-32 call times, and the
+    translations of `bleu_sources` (batches of 32) and, with `profile`, a
+    SavedModel's kernel time per op type."""
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
@@ -243,7 +252,7 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds):
         # Where a batch-32 call's time goes, per op type (a SavedModel runs TensorFlow
         # kernels the profiler sees; CTranslate2's are its own).
         op_times = {}
-        if formats[name]["kind"] == "savedmodel":
+        if profile and formats[name]["kind"] == "savedmodel":
             totals = kernel_times(lambda n=name: translators[n](sentences[:32]), calls=1)
             op_times = dict(totals.most_common(PROFILED_OPS))
         hypotheses = []
@@ -253,6 +262,23 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds):
                           "p99": float(np.percentile(latency[name], 99)),
                           "batch32": seconds, "hypotheses": hypotheses, "op_times": op_times}
     return measured
+
+
+def _measure_alone(formats, threads, **job):
+    """`_measure_formats` in a fresh process that sets TensorFlow's `threads`
+    (`THREAD_POOLS` keys) first; returns its measurements."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.export", "formats"],
+        input=json.dumps({"formats": formats, **job, **threads}),
+        text=True, capture_output=True, check=False,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+ONE_THREAD_PER_OP = "one thread per op"
 
 
 def _run_formats(results, run_dir, quick, xla_modes):
@@ -267,26 +293,34 @@ def _run_formats(results, run_dir, quick, xla_modes):
         sources, references = sources[:64], references[:64]
     sentences = [text for text in sources if text][:64]
     rounds, batch_rounds = (8, 1) if quick else (30, 3)
+    threads = {name: results.options.get(name, 0) for name in THREAD_POOLS}
+    timing = {"sentences": sentences, "rounds": rounds, "batch_rounds": batch_rounds}
     with tempfile.TemporaryDirectory(prefix="bench-formats-") as folder:
         formats = _export_formats(folder, run_dir, xla_modes)
-        job = {"formats": formats, "sentences": sentences, "bleu_sources": sources,
-               "rounds": rounds, "batch_rounds": batch_rounds,
-               **{name: results.options.get(name, 0) for name in THREAD_POOLS}}
-        completed = subprocess.run(
-            [sys.executable, "-m", "bench.export", "formats"], input=json.dumps(job),
-            text=True, capture_output=True, check=False,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        )
-    if completed.returncode != 0:
-        raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
-    measured = json.loads(completed.stdout.strip().splitlines()[-1])
+        by_kind = {kind: {name: spec for name, spec in formats.items() if spec["kind"] == kind}
+                   for kind in ("savedmodel", "ctranslate2")}
+        measured = {}
+        for kind, group in by_kind.items():
+            measured.update(_measure_alone(group, threads, bleu_sources=sources, profile=True,
+                                           **timing))
+        if threads["intra_op_threads"] != 1:
+            # The same SavedModels as a server run with one thread per op: their
+            # outputs are the same, so only the times are measured again.
+            again = _measure_alone(by_kind["savedmodel"], {**threads, "intra_op_threads": 1},
+                                   bleu_sources=[], profile=False, **timing)
+            for name, numbers in again.items():
+                label = f"{name}, {ONE_THREAD_PER_OP}"
+                formats[label] = formats[name]
+                measured[label] = {**numbers, "hypotheses": None}
     tokenize = bleu_tokenizer_for(run_folder.config["data"].get("target_language"))
     label = f"{os.path.basename(os.path.normpath(run_dir))} formats"
     for name, numbers in measured.items():
-        numbers["bleu"] = score(numbers.pop("hypotheses"), references, tokenize=tokenize).bleu
-        numbers["megabytes"] = formats[name]["megabytes"]
+        hypotheses = numbers.pop("hypotheses")
+        if hypotheses is not None:  # a format's BLEU and size once, not per thread setting
+            numbers["bleu"] = score(hypotheses, references, tokenize=tokenize).bleu
+            numbers["megabytes"] = formats[name]["megabytes"]
     for name, numbers in measured.items():
-        search = name.rsplit(", ", 1)[1]
+        search = "greedy" if formats[name]["beam"] == 1 else "beam 4"
         headline = measured[f"{HEADLINE}, {search}"]
         vs = None if name.startswith(HEADLINE) else f"{HEADLINE}, {search}"
         for metric in ("p50", "p99"):
@@ -298,10 +332,11 @@ def _run_formats(results, run_dir, quick, xla_modes):
                     32 / numbers["batch32"], "sent/s",
                     ratio=None if vs is None else headline["batch32"] / numbers["batch32"],
                     baseline=vs)
-        results.add("export", f"{label}, test split ({len(sources)} sentences)",
-                    f"{name}: BLEU", numbers["bleu"], "BLEU")
-        results.add("export", f"{label}, size on disk", f"{name}: size",
-                    numbers["megabytes"], "MB")
+        if "bleu" in numbers:
+            results.add("export", f"{label}, test split ({len(sources)} sentences)",
+                        f"{name}: BLEU", numbers["bleu"], "BLEU")
+            results.add("export", f"{label}, size on disk", f"{name}: size",
+                        numbers["megabytes"], "MB")
         for op_type, milliseconds in numbers.pop("op_times").items():
             results.add("export", f"{label}, batch 32, kernel time per op type",
                         f"{name}: {op_type}", milliseconds, "ms per call")
@@ -372,7 +407,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["formats"]:
         print(json.dumps(_measure_formats(job["formats"], job["sentences"],
                                           job["bleu_sources"], job["rounds"],
-                                          job["batch_rounds"])))
+                                          job["batch_rounds"], job["profile"])))
     else:
         print(json.dumps(_measure(job["exports"], job["sentences"], job["rounds"],
                                   job["batch_rounds"])))

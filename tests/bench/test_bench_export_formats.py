@@ -1,0 +1,80 @@
+"""`python -m bench export --run DIR` measures each engine alone: TensorFlow's thread
+pools and CTranslate2's OpenMP threads in one process change each other's times."""
+
+import pytest
+
+from bench import export
+from bench.common import Results
+
+SAVED_MODELS = ("SavedModel float32, greedy", "SavedModel float32, beam 4")
+CTRANSLATE2 = ("CTranslate2 int8, greedy", "CTranslate2 int8, beam 4")
+
+
+class _Folder:
+    config = {"data": {"target_language": "en"}}
+
+    def __init__(self, path):
+        self.path = path
+
+    def read_split(self, part):
+        return ["你好。", "谢谢。"], ["Hello.", "Thanks."]
+
+
+@pytest.fixture
+def measured_groups(monkeypatch):
+    """Runs `_run_formats` on stand-in formats; returns (groups measured, results)."""
+    groups = []
+
+    def export_formats(folder, run_dir, xla_modes):
+        return {name: {"kind": "savedmodel" if name.startswith("SavedModel") else "ctranslate2",
+                       "path": name, "beam": 1 if name.endswith("greedy") else 4,
+                       "megabytes": 1.0}
+                for name in SAVED_MODELS + CTRANSLATE2}
+
+    def measure_alone(formats, threads, bleu_sources, profile, **timing):
+        groups.append({"kinds": {spec["kind"] for spec in formats.values()},
+                       "threads": dict(threads), "bleu_sources": list(bleu_sources),
+                       "profile": profile})
+        return {name: {"p50": 0.01, "p99": 0.02, "batch32": 0.1, "op_times": {},
+                       "hypotheses": ["Hello.", "Thanks."] if bleu_sources else []}
+                for name in formats}
+
+    monkeypatch.setattr(export, "_export_formats", export_formats)
+    monkeypatch.setattr(export, "_measure_alone", measure_alone)
+    monkeypatch.setattr("keras_transformer.runs.folder.RunFolder", _Folder)
+    results = Results({"intra_op_threads": 0, "inter_op_threads": 0})
+    export._run_formats(results, "runs/x", quick=True, xla_modes=(False,))
+    return groups, results
+
+
+def test_each_engine_is_measured_in_a_process_of_its_own(measured_groups):
+    groups, _ = measured_groups
+    assert all(len(group["kinds"]) == 1 for group in groups)
+    assert {kind for group in groups for kind in group["kinds"]} == {"savedmodel",
+                                                                     "ctranslate2"}
+
+
+def test_the_saved_models_are_timed_again_with_one_thread_per_op(measured_groups):
+    groups, results = measured_groups
+    saved_model_threads = [group["threads"]["intra_op_threads"] for group in groups
+                           if group["kinds"] == {"savedmodel"}]
+    assert saved_model_threads == [0, 1]
+    # Only times again: the outputs, so BLEU and size, do not depend on the threads.
+    again = [group for group in groups if group["threads"]["intra_op_threads"] == 1]
+    assert again[0]["bleu_sources"] == [] and not again[0]["profile"]
+    metrics = [row["metric"] for row in results.rows]
+    for name in SAVED_MODELS:
+        threaded = f"{name}, {export.ONE_THREAD_PER_OP}"
+        assert f"{threaded}: sentences/s" in metrics
+        assert f"{threaded}: latency p50" in metrics
+        assert f"{threaded}: BLEU" not in metrics and f"{name}: BLEU" in metrics
+
+
+def test_rows_compare_with_ctranslate2_int8_of_the_same_search(measured_groups):
+    _, results = measured_groups
+    baselines = {row["metric"]: row["baseline"] for row in results.rows
+                 if row["metric"].endswith("sentences/s")}
+    for name, baseline in baselines.items():
+        search = "greedy" if "greedy" in name else "beam 4"
+        expected = None if name.startswith("CTranslate2 int8") else f"CTranslate2 int8, {search}"
+        assert baseline == expected, name
