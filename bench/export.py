@@ -19,13 +19,14 @@ signature, in graph mode unless the export was made with XLA.
 
 Same model and weights for all (the preset's, random), the benchmark's SentencePiece
 models, and a fixed amount of work: an end token outside the vocabulary makes every
-row decode exactly `new_tokens` tokens, as in `bench.decoding`. Latency at batch 1:
-one sentence per call, every model called in turn for `rounds` rounds (different
-sentences, the same for every model), p50/p99 of the calls; XLA exports are first
-called once with each of those sentences (a new source length is a new shape, which
-XLA compiles: reported as its own row), then timed warm. Throughput at batch 32:
-32 sentences per call, models in turn, sentences/s of the median call. Ratios are
-against the tutorial's exported translator.
+row decode exactly `new_tokens` tokens, as in `bench.decoding`. Each model runs alone
+in a fresh process of its own (see Formats below for why). Latency at batch 1: one
+sentence per call for `rounds` rounds (different sentences, the same for every
+model), p50/p99 of the calls; XLA exports are first called once with each of those
+sentences (a new source length is a new shape, which XLA compiles: reported as its
+own row), then timed warm. Throughput at batch 32: 32 sentences per call,
+sentences/s of the median call. Ratios are against the tutorial's exported
+translator.
 
 **Formats** (`--run DIR`, a trained translator run; else runs/zh-en when it exists):
 the run's weights as float32, int8 and bfloat16 SavedModels (`export --quantize`),
@@ -38,14 +39,14 @@ first 64 sentences with --quick); for each SavedModel, the kernel time of one
 batch-32 call per op type (`tf.profiler`, the most costly types), which shows where
 a format gains or loses.
 
-Each engine runs alone, in its own fresh process, its models in turn: TensorFlow's
-thread pools and CTranslate2's OpenMP threads in one process change each other's
-times (CTranslate2 float32 greedy at batch 1 measured 3.3x slower beside TensorFlow
-than alone, our graph 1.5x faster). The SavedModels run twice, with the command
-line's thread options (TensorFlow's choice by default) and with one thread per op
-(TF Serving's `--tensorflow_intra_op_parallelism=1`), the setting that serves them
-fastest on small CPUs; CTranslate2 runs with as many threads as the machine has
-cores, its own best setting. Ratios are against CTranslate2 int8, the fastest CPU
+Each format runs alone, in a fresh process of its own: models of two engines in one
+process, or two CTranslate2 models, change each other's times (their idle threads
+keep spinning on the cores the other needs: CTranslate2 float32 greedy at batch 1
+took 14.5 ms beside its int8 model and 4.0 ms alone). The SavedModels run twice,
+with the command line's thread options (TensorFlow's choice by default) and with
+one thread per op (TF Serving's `--tensorflow_intra_op_parallelism=1`);
+CTranslate2 runs with as many threads as the machine has cores, its own best
+setting. Ratios are against CTranslate2 int8, the fastest CPU
 engine's usual setting.
 """
 
@@ -297,21 +298,18 @@ def _run_formats(results, run_dir, quick, xla_modes):
     timing = {"sentences": sentences, "rounds": rounds, "batch_rounds": batch_rounds}
     with tempfile.TemporaryDirectory(prefix="bench-formats-") as folder:
         formats = _export_formats(folder, run_dir, xla_modes)
-        by_kind = {kind: {name: spec for name, spec in formats.items() if spec["kind"] == kind}
-                   for kind in ("savedmodel", "ctranslate2")}
         measured = {}
-        for kind, group in by_kind.items():
-            measured.update(_measure_alone(group, threads, bleu_sources=sources, profile=True,
-                                           **timing))
-        if threads["intra_op_threads"] != 1:
-            # The same SavedModels as a server run with one thread per op: their
-            # outputs are the same, so only the times are measured again.
-            again = _measure_alone(by_kind["savedmodel"], {**threads, "intra_op_threads": 1},
-                                   bleu_sources=[], profile=False, **timing)
-            for name, numbers in again.items():
+        for name, spec in list(formats.items()):
+            measured.update(_measure_alone({name: spec}, threads, bleu_sources=sources,
+                                           profile=True, **timing))
+            if spec["kind"] == "savedmodel" and threads["intra_op_threads"] != 1:
+                # As a server run with one thread per op: the outputs are the same, so
+                # only the times are measured again.
+                again = _measure_alone({name: spec}, {**threads, "intra_op_threads": 1},
+                                       bleu_sources=[], profile=False, **timing)[name]
                 label = f"{name}, {ONE_THREAD_PER_OP}"
-                formats[label] = formats[name]
-                measured[label] = {**numbers, "hypotheses": None}
+                formats[label] = spec
+                measured[label] = {**again, "hypotheses": None}
     tokenize = bleu_tokenizer_for(run_folder.config["data"].get("target_language"))
     label = f"{os.path.basename(os.path.normpath(run_dir))} formats"
     for name, numbers in measured.items():
@@ -367,18 +365,21 @@ def _run_tutorial_comparison(results, quick, new_tokens):
     sentences = [text for text in sources[::97] if text][:64]
     with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
         exports = _export_all(folder, preset, new_tokens, xla_modes)
-        job = {"exports": exports, "sentences": sentences, "rounds": rounds,
-               "batch_rounds": batch_rounds,
-               **{name: options.get(name, 0) for name in THREAD_POOLS}}
-        # A fresh process, as a server that loads the SavedModel and nothing else.
-        completed = subprocess.run(
-            [sys.executable, "-m", "bench.export"], input=json.dumps(job), text=True,
-            capture_output=True, check=False,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        )
-    if completed.returncode != 0:
-        raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
-    measured = json.loads(completed.stdout.strip().splitlines()[-1])
+        measured = {}
+        for name, export in exports.items():
+            # A fresh process for each, as a server that loads that SavedModel and
+            # nothing else (models side by side in one process change each other's times).
+            job = {"exports": {name: export}, "sentences": sentences, "rounds": rounds,
+                   "batch_rounds": batch_rounds,
+                   **{pool: options.get(pool, 0) for pool in THREAD_POOLS}}
+            completed = subprocess.run(
+                [sys.executable, "-m", "bench.export"], input=json.dumps(job), text=True,
+                capture_output=True, check=False,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+            )
+            if completed.returncode != 0:
+                raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
+            measured.update(json.loads(completed.stdout.strip().splitlines()[-1]))
     baseline = measured["tutorial"]
     label = f"{preset}, {new_tokens} tokens, serving_default"
     for name, numbers in measured.items():

@@ -1,5 +1,6 @@
-"""`python -m bench export --run DIR` measures each engine alone: TensorFlow's thread
-pools and CTranslate2's OpenMP threads in one process change each other's times."""
+"""`python -m bench export --run DIR` measures each format alone: two models' thread
+pools in one process (TensorFlow's, CTranslate2's OpenMP threads) change each
+other's times."""
 
 import pytest
 
@@ -32,7 +33,8 @@ def measured_groups(monkeypatch):
                 for name in SAVED_MODELS + CTRANSLATE2}
 
     def measure_alone(formats, threads, bleu_sources, profile, **timing):
-        groups.append({"kinds": {spec["kind"] for spec in formats.values()},
+        groups.append({"names": list(formats),
+                       "kinds": {spec["kind"] for spec in formats.values()},
                        "threads": dict(threads), "bleu_sources": list(bleu_sources),
                        "profile": profile})
         return {name: {"p50": 0.01, "p99": 0.02, "batch32": 0.1, "op_times": {},
@@ -47,18 +49,21 @@ def measured_groups(monkeypatch):
     return groups, results
 
 
-def test_each_engine_is_measured_in_a_process_of_its_own(measured_groups):
+def test_each_format_is_measured_in_a_process_of_its_own(measured_groups):
     groups, _ = measured_groups
-    assert all(len(group["kinds"]) == 1 for group in groups)
-    assert {kind for group in groups for kind in group["kinds"]} == {"savedmodel",
-                                                                     "ctranslate2"}
+    assert all(len(group["names"]) == 1 for group in groups)
+    timed_with_bleu = [group["names"][0] for group in groups if group["bleu_sources"]]
+    assert sorted(timed_with_bleu) == sorted(SAVED_MODELS + CTRANSLATE2)
 
 
 def test_the_saved_models_are_timed_again_with_one_thread_per_op(measured_groups):
     groups, results = measured_groups
-    saved_model_threads = [group["threads"]["intra_op_threads"] for group in groups
-                           if group["kinds"] == {"savedmodel"}]
-    assert saved_model_threads == [0, 1]
+    for name in SAVED_MODELS:
+        threads = [group["threads"]["intra_op_threads"] for group in groups
+                   if group["names"] == [name]]
+        assert threads == [0, 1], name
+    assert all(group["threads"]["intra_op_threads"] == 0 for group in groups
+               if group["kinds"] == {"ctranslate2"})
     # Only times again: the outputs, so BLEU and size, do not depend on the threads.
     again = [group for group in groups if group["threads"]["intra_op_threads"] == 1]
     assert again[0]["bleu_sources"] == [] and not again[0]["profile"]
