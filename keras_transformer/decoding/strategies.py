@@ -12,6 +12,8 @@ in a batch. A strategy object serves one `decode` call (it keeps the batch's
 `Rows`): the searches make theirs inside the traced function.
 """
 
+import math
+
 import tensorflow as tf
 
 from keras_transformer.constants import EOS_ID
@@ -25,6 +27,39 @@ def length_penalty(length, alpha):
     """GNMT's length penalty ((5 + length) / 6)^alpha (Wu et al., 2016, eq. 14)."""
     length = tf.cast(length, tf.float32)
     return tf.pow((5.0 + length) / 6.0, alpha)
+
+
+def chunk_size(vocab_size):
+    """The chunk width `top_k_by_chunks` reads a hypothesis' V scores in: the divisor of
+    V nearest √(V/2) (two small top-k then cost about as much as each other), or None
+    when V (unknown, or with no divisor of at least 8) leaves a plain top-k."""
+    if not vocab_size or vocab_size < 64:
+        return None
+    target = math.sqrt(vocab_size / 2)
+    divisors = [d for d in range(8, vocab_size // 8 + 1) if vocab_size % d == 0]
+    return min(divisors, key=lambda d: abs(d - target)) if divisors else None
+
+
+def top_k_by_chunks(values, k, chunk):
+    """`tf.math.top_k(values, k)` of (B, N) values, N a multiple of `chunk`, in two small
+    top-k: the k best values lie in the k chunks of largest maximum (a chunk outside
+    them has k larger maxima, each from another chunk, above its every value).
+
+    `TopKV2` on CPU scans with a branching heap, several times slower per value than
+    the vectorised maximum of a chunk: at beam 4 over an 8,000-piece vocabulary the
+    plain top-k of 32,000 candidates was 14% of a batch-32 search's kernel time.
+
+    Returns:
+        `(values, indices)`, each (B, k), best first (equal values may come in
+        another order than `tf.math.top_k`'s).
+    """
+    batch_size = tf.shape(values)[0]
+    chunks = tf.reshape(values, [batch_size, -1, chunk])  # (B, N / chunk, chunk)
+    _, best_chunks = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k=k)  # (B, k)
+    members = tf.reshape(tf.gather(chunks, best_chunks, batch_dims=1), [batch_size, k * chunk])
+    top_values, positions = tf.math.top_k(members, k=k)
+    indices = tf.gather(best_chunks, positions // chunk, batch_dims=1) * chunk + positions % chunk
+    return top_values, indices
 
 
 def coverage_penalty(coverage, source_mask):
@@ -212,11 +247,15 @@ class BeamSearch:
             # This step's attention is its parent's: every candidate of a parent shares it.
             alive_coverage = state["alive_coverage"]
             alive_coverage += tf.reshape(attention, tf.shape(alive_coverage))
+        chunk = chunk_size(log_probs.shape[-1])
         vocab_size = tf.shape(log_probs)[-1]
         log_probs = tf.reshape(log_probs, [batch_size, beam, vocab_size])
         candidates = tf.reshape(state["alive_log_probs"][:, :, None] + log_probs, [batch_size, -1])
         # 2K candidates: even if K of them end here, K stay alive.
-        top_log_probs, top_indices = tf.math.top_k(candidates, k=2 * beam)
+        if chunk is None:
+            top_log_probs, top_indices = tf.math.top_k(candidates, k=2 * beam)
+        else:
+            top_log_probs, top_indices = top_k_by_chunks(candidates, 2 * beam, chunk)
         source_beams = top_indices // vocab_size
         top_tokens = top_indices % vocab_size
         top_sequences = tf.gather(state["alive_tokens"], source_beams, batch_dims=1)  # (B, 2K, L)
