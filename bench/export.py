@@ -42,7 +42,7 @@ a format gains or loses.
 Each format runs alone, in a fresh process of its own: models of two engines in one
 process, or two CTranslate2 models, change each other's times (their idle threads
 keep spinning on the cores the other needs: CTranslate2 float32 greedy at batch 1
-took 14.5 ms beside its int8 model and 4.0 ms alone). Every format is measured in
+took 14.5 ms beside its int8 model and 4.9 ms alone). Every format is measured in
 two passes, in turn (one with --quick), and each time is the faster pass's: a
 format's process has the machine to itself, and the passes spread a change in the
 machine's speed over all formats. The SavedModels run twice,
@@ -268,18 +268,24 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds, pro
     return measured
 
 
-def _measure_alone(formats, threads, **job):
-    """`_measure_formats` in a fresh process that sets TensorFlow's `threads`
-    (`THREAD_POOLS` keys) first; returns its measurements."""
+def _in_fresh_process(job, *arguments):
+    """Runs this module's measuring entry point (`python -m bench.export [formats]`)
+    on `job` in a fresh process, as a server that loads its models and nothing else;
+    returns the measurements it prints."""
     completed = subprocess.run(
-        [sys.executable, "-m", "bench.export", "formats"],
-        input=json.dumps({"formats": formats, **job, **threads}),
+        [sys.executable, "-m", "bench.export", *arguments], input=json.dumps(job),
         text=True, capture_output=True, check=False,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     if completed.returncode != 0:
         raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def _measure_alone(formats, threads, **job):
+    """`_measure_formats` in a fresh process that sets TensorFlow's `threads`
+    (`THREAD_POOLS` keys) first; returns its measurements."""
+    return _in_fresh_process({"formats": formats, **job, **threads}, "formats")
 
 
 ONE_THREAD_PER_OP = "one thread per op"
@@ -380,17 +386,10 @@ def _run_tutorial_comparison(results, quick, new_tokens):
         for name, export in exports.items():
             # A fresh process for each, as a server that loads that SavedModel and
             # nothing else (models side by side in one process change each other's times).
-            job = {"exports": {name: export}, "sentences": sentences, "rounds": rounds,
-                   "batch_rounds": batch_rounds,
-                   **{pool: options.get(pool, 0) for pool in THREAD_POOLS}}
-            completed = subprocess.run(
-                [sys.executable, "-m", "bench.export"], input=json.dumps(job), text=True,
-                capture_output=True, check=False,
-                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-            )
-            if completed.returncode != 0:
-                raise RuntimeError(f"the measuring process failed:\n{completed.stderr[-3000:]}")
-            measured.update(json.loads(completed.stdout.strip().splitlines()[-1]))
+            measured.update(_in_fresh_process({
+                "exports": {name: export}, "sentences": sentences, "rounds": rounds,
+                "batch_rounds": batch_rounds,
+                **{pool: options.get(pool, 0) for pool in THREAD_POOLS}}))
     baseline = measured["tutorial"]
     label = f"{preset}, {new_tokens} tokens, serving_default"
     for name, numbers in measured.items():
