@@ -47,8 +47,8 @@ def top_k_by_chunks(values, k, chunk):
 
     `TopKV2` on CPU scans with a branching heap, several times slower per value than
     the vectorised maximum of a chunk: a plain top-k of the demo export's 20,000
-    candidates (beam 4, 5,000 pieces) takes a quarter of the kernel time of all the
-    step's matmuls at batch 32 (`python -m bench export`).
+    candidates (beam 4, 5,000 pieces) takes a quarter as much kernel time as its fused
+    matmuls at batch 32 (`python -m bench export`).
 
     Returns:
         `(values, indices)`, each (B, k), best first (equal values may come in
