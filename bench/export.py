@@ -23,8 +23,8 @@ row decode exactly `new_tokens` tokens, as in `bench.decoding`. Each model runs 
 in a fresh process of its own (see Formats below for why). Latency at batch 1: one
 sentence per call for `rounds` rounds (different sentences, the same for every
 model), p50/p99 of the calls; XLA exports are first called once with each of those
-sentences (a new source length is a new shape, which XLA compiles: reported as its
-own row), then timed warm. Throughput at batch 32: 32 sentences per call,
+sentences (a new source width, `static_widths`, is a new shape, which XLA compiles:
+reported as its own row), then timed warm. Throughput at batch 32: 32 sentences per call,
 sentences/s of the median call. Ratios are against the tutorial's exported
 translator.
 
@@ -127,6 +127,30 @@ def _export_all(folder, preset, new_tokens, xla_modes):
     return exports
 
 
+def _first_calls(call, texts):
+    """An XLA export's first call with each text alone, timed: each new source width
+    (`static_widths`) compiles, as a server without warmup requests would.
+
+    Returns:
+        {"cold_p50", "cold_max"} in seconds.
+    """
+    import numpy as np
+
+    from bench.common import time_interleaved
+
+    times = time_interleaved([lambda text=text: call([text]) for text in texts], warmup=0,
+                             repeats=1)
+    return {"cold_p50": float(np.percentile(times, 50)), "cold_max": float(np.max(times))}
+
+
+def _add_first_call_rows(results, case, name, numbers):
+    """The `_first_calls` rows of an XLA export (none for another)."""
+    for metric in ("p50", "max"):
+        if f"cold_{metric}" in numbers:
+            results.add("export", case, f"{name}: latency {metric} before every source width "
+                        "was seen", numbers[f"cold_{metric}"] * 1e3, "ms")
+
+
 def _measure(exports, sentences, rounds, batch_rounds):
     """In a fresh process: per model, batch-1 call times and batch-32 call times."""
     import numpy as np
@@ -148,13 +172,8 @@ def _measure(exports, sentences, rounds, batch_rounds):
     for name in names:  # first calls (graph set-up, XLA compilation) untimed
         caller(name, sentences[:1])()
         caller(name, sentences[:32])()
-    # XLA compiles once per input shape, so a new source length costs a compilation
-    # (seconds). Timed once cold (the first request of each shape), then warm.
-    cold = {}
-    for name in names:
-        if "XLA" in name:
-            cold[name] = time_interleaved(
-                [caller(name, [text]) for text in sentences[:rounds]], warmup=0, repeats=1)
+    cold = {name: _first_calls(lambda texts, n=name: caller(n, texts)(), sentences[:rounds])
+            for name in names if "XLA" in name}
     for round_index in range(rounds):
         text = [sentences[round_index % len(sentences)]]
         times = time_interleaved([caller(name, text) for name in names], warmup=0, repeats=1)
@@ -165,9 +184,7 @@ def _measure(exports, sentences, rounds, batch_rounds):
     return {
         name: {"p50": float(np.percentile(latency[name], 50)),
                "p99": float(np.percentile(latency[name], 99)),
-               "batch32": seconds,
-               **({"cold_p50": float(np.percentile(cold[name], 50)),
-                   "cold_max": float(np.max(cold[name]))} if name in cold else {})}
+               "batch32": seconds, **cold.get(name, {})}
         for name, seconds in zip(names, batch32)
     }
 
@@ -242,6 +259,8 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds, pro
     for name in names:  # first calls (graph set-up, XLA compilation) untimed
         translators[name](sentences[:1])
         translators[name](sentences[:32])
+    cold = {name: _first_calls(translators[name], sentences[:rounds])
+            for name in names if "XLA" in name}
     latency = {name: [] for name in names}
     for round_index in range(rounds):
         text = [sentences[round_index % len(sentences)]]
@@ -264,7 +283,8 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds, pro
             hypotheses += translators[name](bleu_sources[start : start + 32])
         measured[name] = {"p50": float(np.percentile(latency[name], 50)),
                           "p99": float(np.percentile(latency[name], 99)),
-                          "batch32": seconds, "hypotheses": hypotheses, "op_times": op_times}
+                          "batch32": seconds, "hypotheses": hypotheses, "op_times": op_times,
+                          **cold.get(name, {})}
     return measured
 
 
@@ -343,6 +363,7 @@ def _run_formats(results, run_dir, quick, xla_modes):
                         numbers[metric] * 1e3, "ms",
                         ratio=None if vs is None else headline[metric] / numbers[metric],
                         baseline=vs)
+        _add_first_call_rows(results, f"{label}, batch 1", name, numbers)
         results.add("export", f"{label}, batch 32", f"{name}: sentences/s",
                     32 / numbers["batch32"], "sent/s",
                     ratio=None if vs is None else headline["batch32"] / numbers["batch32"],
@@ -399,11 +420,7 @@ def _run_tutorial_comparison(results, quick, new_tokens):
             ratio = None if vs is None else baseline[metric] / numbers[metric]
             results.add("export", f"{label}, batch 1", f"{mode}: latency {metric}",
                         numbers[metric] * 1e3, "ms", ratio=ratio, baseline=vs)
-        if "cold_max" in numbers:
-            # Before warm-up: the slowest of those calls is one that compiled a new shape.
-            for metric in ("p50", "max"):
-                results.add("export", f"{label}, batch 1", f"{mode}: latency {metric} before "
-                            "every source length was seen", numbers[f"cold_{metric}"] * 1e3, "ms")
+        _add_first_call_rows(results, f"{label}, batch 1", mode, numbers)
         ratio = None if vs is None else baseline["batch32"] / numbers["batch32"]
         results.add("export", f"{label}, batch 32", f"{mode}: sentences/s",
                     32 / numbers["batch32"], "sent/s", ratio=ratio, baseline=vs)

@@ -26,6 +26,7 @@ from keras_transformer.constants import UNK_ID
 from keras_transformer.decoding.loop import Rows
 from keras_transformer.decoding.loop import decode
 from keras_transformer.decoding.loop import longest
+from keras_transformer.decoding.loop import pad_to_static_width
 from keras_transformer.decoding.samplers import RandomSampler
 from keras_transformer.decoding.strategies import GreedySearch
 from keras_transformer.ops import checks
@@ -43,7 +44,8 @@ class Generator:
         max_length: cap on a row's length, prompt and new tokens together
             (default: the model's `config.max_length`, its positional table).
         jit_compile: compile the loop with XLA (the cache then always holds
-            `max_length` positions, a static shape).
+            `max_length` positions, a static shape, and prompts are padded to one
+            of a few widths, `loop.static_widths`).
         bos_id: the token an empty prompt starts from.
         eos_id: a row stops after producing it.
         candidates: how many best tokens a top-k or top-p draw sorts first
@@ -85,9 +87,13 @@ class Generator:
         # The loop may be XLA-compiled; cutting the new tokens out of the sequences
         # is a dynamic shape, so it happens in an outer graph function.
         loop = tf.function(self._loop, jit_compile=self.jit_compile)
-        self._generate = tf.function(
-            lambda *args: self._new_tokens(*loop(*args)), input_signature=signature
-        )
+
+        def generate(prompts, *settings):
+            if self.jit_compile:  # a few prompt widths, each compiled once
+                prompts = pad_to_static_width(prompts, self.max_length)
+            return self._new_tokens(*loop(prompts, *settings))
+
+        self._generate = tf.function(generate, input_signature=signature)
 
     def generate(
         self, prompts, max_new_tokens=32, temperature=0.0, top_k=0, top_p=1.0, seed=0
@@ -145,7 +151,8 @@ class Generator:
             `keras_transformer.decoding.loop.decode` takes them.
         """
         grow = not self.jit_compile
-        cache, state = self.model.start_decoding(batch_size, length, grow=grow)
+        cache, state = self.model.start_decoding(batch_size, length, grow=grow,
+                                                 transpose_output_table=not self.jit_compile)
 
         def step(tokens, index, cache):
             return self.model.decode_token(tokens, index, cache, state)

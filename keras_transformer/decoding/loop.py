@@ -15,6 +15,8 @@ and what it keeps; it returns its own results.
 
 Without XLA the caches may grow by a position per step: the loop then gives them
 free lengths (`cache_shape`, `keras_transformer/ops/cache.py`'s `growing_shape`).
+Under XLA every distinct input width is a compilation of the whole search, so
+sources and prompts are padded to one of a few widths first (`pad_to_static_width`).
 """
 
 import dataclasses
@@ -28,6 +30,9 @@ from keras_transformer.ops.cache import BATCH_AXIS
 
 # "Minus infinity" for scores: finite, so sums and differences never give NaN.
 NEG_INF = -1e9
+
+# The narrowest of the widths XLA searches are compiled for (`static_widths`).
+FIRST_STATIC_WIDTH = 8
 
 
 def next_token_log_probs(logits, bos_id=BOS_ID, pad_id=PAD_ID):
@@ -76,6 +81,38 @@ def strip_end(tokens, eos_id, where=None):
     tokens = tf.where(ended, tf.zeros_like(tokens), tokens)
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=-1)
     return tokens, lengths
+
+
+def static_widths(cap):
+    """The widths an XLA search pads its (B, W) inputs of up to `cap` positions to.
+
+    Powers of two from `FIRST_STATIC_WIDTH`, then `cap`: an input of W positions
+    pays for at most 2·W (its encoder pass, each step's cross-attention), and a
+    batch size compiles at most log2(cap / 8) + 2 times, where every new width
+    would compile once more (seconds each).
+
+    Args:
+        cap: the widest input padded (the model's position table).
+
+    Returns:
+        Ascending list of ints, the last `cap`.
+    """
+    cap = int(cap)
+    widths, width = [], FIRST_STATIC_WIDTH
+    while width < cap:
+        widths.append(width)
+        width *= 2
+    return widths + [cap]
+
+
+def pad_to_static_width(tokens, cap):
+    """(B, W) ids right-padded with PAD_ID to (B, W'), W' the first of
+    `static_widths(cap)` that is at least W (W itself when W > `cap`)."""
+    width = tf.shape(tokens)[1]
+    widths = tf.constant(static_widths(cap), tf.int32)
+    narrowest = tf.reduce_min(tf.where(widths >= width, widths, tf.int32.max))
+    target = tf.minimum(narrowest, tf.maximum(width, int(cap)))
+    return tf.pad(tokens, [[0, 0], [0, target - width]], constant_values=PAD_ID)
 
 
 def longest(lengths):

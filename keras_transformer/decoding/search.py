@@ -8,9 +8,11 @@ decoding loop (`keras_transformer.decoding.loop.decode`) under `GreedySearch` or
 `BeamSearch`, which computes only the newest position per step (the decoder's
 self-attention reads the cache; the encoder output and the cross-attention
 keys/values are computed once per sentence). It runs with XLA
-(`jit_compile=True`, shapes static: the cache holds `max_length` positions) or
-without (stock TF Serving): the cache then starts empty and grows by a position
-per step (`keras_transformer/ops/cache.py`).
+(`jit_compile=True`, shapes static: the cache holds `max_length` positions, and
+sources are padded to one of a few widths, `loop.static_widths`, so that a batch
+size compiles a handful of times, not once per source length) or without (stock
+TF Serving): the cache then starts empty and grows by a position per step
+(`keras_transformer/ops/cache.py`).
 
 Every row gets its own length limit (its real source length + `extra_length`,
 capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
@@ -34,6 +36,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.loop import Rows
 from keras_transformer.decoding.loop import decode
 from keras_transformer.decoding.loop import longest
+from keras_transformer.decoding.loop import pad_to_static_width
 from keras_transformer.decoding.strategies import BeamSearch
 from keras_transformer.decoding.strategies import GreedySearch
 from keras_transformer.ops import checks
@@ -234,6 +237,10 @@ class SequenceSearch:
     def _in_shards(self, loop, encoder_tokens, max_new_tokens, rows_per_sentence):
         """Runs `loop` (a search) on the batch, or on `parallel_searches` shards of
         it at once when `shard_sizes` says so; returns the trimmed output."""
+        if self.jit_compile:
+            # Padding the source changes no row: its length, mask and limit count
+            # real tokens only.
+            encoder_tokens = pad_to_static_width(encoder_tokens, self.model.config.max_length)
         whole = lambda: _trim(loop(encoder_tokens, max_new_tokens))  # noqa: E731
         if self.parallel_searches == 1:
             return whole()
@@ -266,7 +273,7 @@ class SequenceSearch:
         # keys and values, position table) is made here, outside the loop.
         cache, state = self.model.start_decoding(
             encoder_outputs, encoder_mask, length, repeats=strategy.rows_per_sentence,
-            grow=self.growing_cache,
+            grow=self.growing_cache, transpose_output_table=not self.jit_compile,
         )
         rows = Rows(
             start_tokens=tf.fill(tf.shape(encoder_tokens)[:1], self.bos_id),

@@ -23,6 +23,7 @@ from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.generation import Generator
+from keras_transformer.decoding.loop import static_widths
 from keras_transformer.decoding.scoring import score_sequences
 from keras_transformer.decoding.search import SequenceSearch
 from keras_transformer.export.writer import WarmupRequest
@@ -32,6 +33,43 @@ TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 # The feature a classification request's tf.Examples carry the text in.
 TEXT_FEATURE = "text"
+
+
+def width_filling_texts(texts, encode, cap):
+    """Texts whose encodings are as wide as each of `static_widths(cap)` needs.
+
+    An XLA search compiles once for each width its inputs are padded to (seconds
+    each); warmup requests with these texts compile them all before a version
+    serves. The texts are prefixes, a character longer each, of `texts` joined and
+    repeated until their encoding reaches `cap` subwords or stops growing.
+
+    Args:
+        texts: sample texts (empty ones are skipped; with none, "." is repeated).
+        encode: (N,) strings tensor → (N, W) int32 ids, 0-padded.
+        cap: the widest input the search pads (`static_widths`).
+
+    Returns:
+        For each width an encoding can reach, the shortest prefix padded to it, in
+        ascending order of width.
+    """
+    sample = " ".join(text for text in texts if text) or "."
+    text, widest = sample, None
+    while True:
+        prefixes = [text[:end] for end in range(1, len(text) + 1)]
+        lengths = (encode(tf.constant(prefixes)).numpy() != PAD_ID).sum(axis=1)
+        # Long enough once the widest width is filled, or once a repeat adds nothing
+        # (the encoding is truncated below `cap`).
+        if lengths.max() >= cap or lengths.max() == widest:
+            break
+        widest = lengths.max()
+        text = f"{text} {sample}"
+    chosen, narrower = [], 0
+    for width in static_widths(cap):
+        fitting = np.flatnonzero((lengths > narrower) & (lengths <= width))
+        if fitting.size:
+            chosen.append(prefixes[fitting[0]])
+        narrower = width
+    return chosen
 
 
 def encode_text(tokenizer, text, max_length):
@@ -79,6 +117,10 @@ class ExportModule(tf.Module):
     def method_names(self):
         """{signature key: method name} of signatures that are not predict ones."""
         return {}
+
+    def warmup_texts(self, texts):
+        """The texts warmup requests send every signature (`texts`, the writer's)."""
+        return list(texts)
 
     def warmup_requests(self, texts):
         """The `WarmupRequest`s replayed before a version serves: serving_default on each text."""
@@ -251,6 +293,13 @@ class TranslationModule(ExportModule):
             "cross_attention": maps["cross"],
         }
 
+    def warmup_texts(self, texts):
+        """`texts`, and under XLA one text for each source width the search compiles for."""
+        texts = list(texts)
+        if self.search.jit_compile:
+            texts += width_filling_texts(texts, self.encode_text, self.model.config.max_length)
+        return texts
+
     def signature_functions(self):
         return {
             "serving_default": self.translate.get_concrete_function(),
@@ -390,6 +439,16 @@ class LanguageModelModule(ExportModule):
             "serving_default": self.generate.get_concrete_function(),
             "sample": self.sample.get_concrete_function(),
         }
+
+    def warmup_texts(self, texts):
+        """`texts`, and under XLA one text for each prompt width serving_default's
+        generation compiles for (`sample` with fewer new subwords may reach wider ones)."""
+        texts = list(texts)
+        if self.generator.jit_compile:
+            new_tokens = lambda text: tf.fill(tf.shape(text), self.max_new_tokens)  # noqa: E731
+            texts += width_filling_texts(
+                texts, lambda text: self.encode_prompt(text, new_tokens(text)), self.max_length)
+        return texts
 
     def warmup_requests(self, texts):
         # The signature's dtypes: a plain list of ints would be sent as int32. One new

@@ -186,13 +186,15 @@ def write_export(
     """Saves `module` as `<base_path>/<name>/<version>/`, atomically.
 
     Args:
-        module: an `ExportModule` (`signatures()`, `method_names()`, `warmup_requests()`).
+        module: an `ExportModule` (`signatures()`, `method_names()`, `warmup_texts()`,
+            `warmup_requests()`).
         base_path: the TF Serving base path, e.g. "export".
         name: the model name, a plain identifier.
         version: integer version; default one above the latest present.
         overwrite: replace an existing version (otherwise `FileExistsError`).
         warmup_texts: sentences replayed by TF Serving before the version serves,
-            on every signature (`warmup_for_every_signature`).
+            on every signature, with those the module adds (`module.warmup_texts`;
+            `warmup_for_every_signature`).
         manifest: JSON-serialisable dict written as manifest.json.
         preset: a task object (`keras_transformer.tasks.Task`) saved as preset/.
         asset_files: files copied into assets/ (the tokenizer models).
@@ -225,7 +227,7 @@ def write_export(
         extra = os.path.join(temporary, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         if warmup_texts:
-            texts = list(warmup_texts)
+            texts = module.warmup_texts(warmup_texts)
             write_warmup_requests(
                 os.path.join(extra, WARMUP_FILE), name,
                 warmup_for_every_signature(module.warmup_requests(texts), signatures, texts))

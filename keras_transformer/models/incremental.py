@@ -37,7 +37,7 @@ class DecoderStack:
     d_model: int
 
 
-def start_decoder(stack, batch_size, max_length, grow=False):
+def start_decoder(stack, batch_size, max_length, grow=False, transpose_output_table=True):
     """Empty caches and the tensors fixed for a search, read once outside its loop.
 
     Args:
@@ -48,6 +48,11 @@ def start_decoder(stack, batch_size, max_length, grow=False):
             instead of preallocating L zero positions (XLA's static shapes); the
             layouts are compared in `keras_transformer/ops/cache.py`. A loop then
             needs `growing_shape` as the caches' shape invariant.
+        transpose_output_table: lay a tied (V, M) table out as an (M, V) kernel
+            once per search (graph mode, where a step's plain matmul beats
+            `transpose_b`); False keeps the table as it is and each step multiplies
+            with `transpose_b`, which XLA folds into its dot (the copy would be made
+            at every call of an XLA search: `docs/experiments.md`).
 
     Returns:
         `(cache, state)`: a tuple of N (2, B, H, L, D) caches (L = 0 if `grow`), one
@@ -64,8 +69,12 @@ def start_decoder(stack, batch_size, max_length, grow=False):
     )
     # The output projection as one (M, V) matmul kernel, laid out once per search:
     # ReversibleEmbedding's reverse pass would transpose the tied table every step,
-    # and a plain matmul beats `transpose_b` on CPU (bench/README.md).
-    if embedding.tie_weights:
+    # and a plain matmul beats `transpose_b` on CPU (bench/README.md). Under XLA the
+    # table stays as it is (`transpose_output_table`).
+    transposed = embedding.tie_weights and not transpose_output_table
+    if transposed:
+        output_kernel = float_embeddings(embedding)  # (V, M), multiplied with transpose_b
+    elif embedding.tie_weights:
         output_kernel = tf.transpose(float_embeddings(embedding))  # (V, M) → (M, V), once
     else:
         output_kernel = tf.identity(float_reverse_embeddings(embedding))  # (M, V), read here
@@ -85,7 +94,8 @@ def start_decoder(stack, batch_size, max_length, grow=False):
         "cache_indices": None if grow else search_cache_indices(batch_size, stack.num_heads),
         "embeddings": ops.cast(float_embeddings(embedding), embedding.compute_dtype),
         "embedding_scale": scale,  # a Python float or None
-        "output_kernel": output_kernel,  # (M, V)
+        "output_kernel": output_kernel,  # (M, V), or (V, M) when "output_transposed"
+        "output_transposed": transposed,  # a Python bool
     }
     return cache, state
 
@@ -158,7 +168,7 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
     if stack.output_norm is not None:
         x = stack.output_norm(x)
     kernel = state["output_kernel"]
-    logits = tf.matmul(tf.cast(x, kernel.dtype), kernel)
+    logits = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=state["output_transposed"])
     if embedding.logit_soft_cap is not None:
         logits = tf.tanh(logits / embedding.logit_soft_cap) * embedding.logit_soft_cap
     if return_cross_attention:

@@ -55,7 +55,7 @@ class LanguageModel(keras.Model):
         """The decoder's layers as a `DecoderStack` (what `decode_token` runs)."""
         return self.backbone.decoder_stack
 
-    def start_decoding(self, batch_size, max_length, grow=False):
+    def start_decoding(self, batch_size, max_length, grow=False, transpose_output_table=True):
         """Key/value caches for up to `max_length` positions and the tensors a step
         reads (fused kernels, position table, output projection), made once.
 
@@ -64,12 +64,14 @@ class LanguageModel(keras.Model):
             max_length: L, the most positions decoded.
             grow: start the caches empty and let each step append (graph mode);
                 see `start_decoder`.
+            transpose_output_table: False under XLA; see `start_decoder`.
 
         Returns:
             `(cache, state)`: N (2, B, H, L, D) caches (L = 0 if `grow`) and a dict
             for `decode_token`.
         """
-        return start_decoder(self.decoder_stack, batch_size, max_length, grow)
+        return start_decoder(self.decoder_stack, batch_size, max_length, grow,
+                             transpose_output_table)
 
     def decode_token(self, tokens, index, cache, state):
         """Runs the model on one token per row at position `index` with the cache.

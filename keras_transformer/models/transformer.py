@@ -78,7 +78,7 @@ class Seq2SeqTransformer(keras.Model):
     # One token per step, for the searches ---------------------------------------
 
     def start_decoding(self, encoder_outputs, encoder_padding_mask, max_length, repeats=1,
-                       grow=False):
+                       grow=False, transpose_output_table=True):
         """Prepares, once per search, everything `decode_token` reads at every step.
 
         The step then runs 2-D matmuls against fused kernels (`fused_kernel`: the
@@ -94,6 +94,7 @@ class Seq2SeqTransformer(keras.Model):
             repeats: K, copies of each row (beam search: row b·K + k).
             grow: start the caches empty and let each step append (graph mode);
                 see `start_decoder`.
+            transpose_output_table: False under XLA; see `start_decoder`.
 
         Returns:
             `(cache, state)`: a tuple of N (2, B·K, H, L, D) self-attention caches
@@ -106,7 +107,8 @@ class Seq2SeqTransformer(keras.Model):
         repeat = (lambda x: tf.repeat(x, repeats, axis=0)) if repeats > 1 else (lambda x: x)
         encoder_padding_mask = repeat(encoder_padding_mask)
         batch_size = tf.shape(encoder_padding_mask)[0]
-        cache, state = start_decoder(self.decoder_stack, batch_size, max_length, grow)
+        cache, state = start_decoder(self.decoder_stack, batch_size, max_length, grow,
+                                     transpose_output_table)
         cross_caches = []
         for block in layers.decoder_blocks:
             keys_values = repeat(block.compute_cross_attention_cache(encoder_outputs))

@@ -100,8 +100,15 @@ def test_earlier_weights_file_loads_and_decodes_alike(tmp_path):
     [{}, {"norm_first": True}, {"window": 2}, {"attention_activation": "relu"}, {"activation": "silu"},
      {"share_vocabulary": True, "source_vocab_size": 50}, {"tie_output_embedding": False}],
 )
-@pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
-def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(overrides, grow):
+@pytest.mark.parametrize(
+    "grow, transpose_output_table",
+    [(False, True), (True, True), (False, False)],
+    # XLA's layout: preallocated caches, the tied table multiplied with transpose_b.
+    ids=["preallocated", "growing", "xla"],
+)
+def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(
+    overrides, grow, transpose_output_table
+):
     keras.utils.set_random_seed(3)
     model = build_transformer(
         "tiny", **{"source_vocab_size": 40, "target_vocab_size": 50, **overrides}
@@ -112,7 +119,10 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(override
     encoder_outputs, encoder_mask = model.encode(source)
     # The layers' path: separate query/key/value projections, per-layer caches.
     self_caches, cross_caches = init_cache(model, encoder_outputs, max_length=8)
-    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8, grow=grow)
+    cache, state = model.start_decoding(encoder_outputs, encoder_mask, max_length=8, grow=grow,
+                                        transpose_output_table=transpose_output_table)
+    assert state["output_transposed"] == (model.config.tie_output_embedding
+                                          and not transpose_output_table)
     for index in range(6):
         expected, self_caches = decode_step(
             model, target[:, index : index + 1], index, self_caches, cross_caches, encoder_mask
