@@ -128,8 +128,9 @@ def _export_all(folder, preset, new_tokens, xla_modes):
 
 
 def _first_calls(call, texts):
-    """An XLA export's first call with each text alone, timed: each new source width
-    (`static_widths`) compiles, as a server without warmup requests would.
+    """An XLA export's first calls, one per text alone, timed from the process's
+    first: each new source width (`static_widths`) compiles, as in a server without
+    warmup requests.
 
     Returns:
         {"cold_p50", "cold_max"} in seconds.
@@ -169,11 +170,11 @@ def _measure(exports, sentences, rounds, batch_rounds):
 
     names = list(loaded)
     latency = {name: [] for name in names}
+    cold = {name: _first_calls(lambda texts, n=name: caller(n, texts)(), sentences[:rounds])
+            for name in names if "XLA" in name}
     for name in names:  # first calls (graph set-up, XLA compilation) untimed
         caller(name, sentences[:1])()
         caller(name, sentences[:32])()
-    cold = {name: _first_calls(lambda texts, n=name: caller(n, texts)(), sentences[:rounds])
-            for name in names if "XLA" in name}
     for round_index in range(rounds):
         text = [sentences[round_index % len(sentences)]]
         times = time_interleaved([caller(name, text) for name in names], warmup=0, repeats=1)
@@ -256,11 +257,11 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds, pro
             translators[name] = (lambda texts, translator=translator: [
                 row[0] for row in translator(texts)[0]])
     names = list(translators)
+    cold = {name: _first_calls(translators[name], sentences[:rounds])
+            for name in names if "XLA" in name}
     for name in names:  # first calls (graph set-up, XLA compilation) untimed
         translators[name](sentences[:1])
         translators[name](sentences[:32])
-    cold = {name: _first_calls(translators[name], sentences[:rounds])
-            for name in names if "XLA" in name}
     latency = {name: [] for name in names}
     for round_index in range(rounds):
         text = [sentences[round_index % len(sentences)]]
