@@ -40,8 +40,8 @@ def width_filling_texts(texts, encode, cap):
 
     An XLA search compiles once for each width its inputs are padded to (seconds
     each); warmup requests with these texts compile them all before a version
-    serves. The texts are prefixes, a character longer each, of `texts` joined and
-    repeated until their encoding reaches `cap` subwords or stops growing.
+    serves. Each text is the shortest prefix, found by bisection, of `texts` joined
+    and doubled until its encoding reaches `cap` subwords or stops growing.
 
     Args:
         texts: sample texts (empty ones are skipped; with none, "." is repeated).
@@ -49,25 +49,33 @@ def width_filling_texts(texts, encode, cap):
         cap: the widest input the search pads (`static_widths`).
 
     Returns:
-        For each width an encoding can reach, the shortest prefix padded to it, in
-        ascending order of width.
+        For each width an encoding can reach, in ascending order, a text whose
+        encoding is padded to it.
     """
+
+    def length(text):
+        return int((encode(tf.constant([text])).numpy() != PAD_ID).sum())
+
     sample = " ".join(text for text in texts if text) or "."
-    text, widest = sample, None
-    while True:
-        prefixes = [text[:end] for end in range(1, len(text) + 1)]
-        lengths = (encode(tf.constant(prefixes)).numpy() != PAD_ID).sum(axis=1)
-        # Long enough once the widest width is filled, or once a repeat adds nothing
-        # (the encoding is truncated below `cap`).
-        if lengths.max() >= cap or lengths.max() == widest:
+    text = sample
+    while length(text) < cap:
+        longer = f"{text} {text}"
+        if length(longer) == length(text):  # the encoding is truncated below `cap`
             break
-        widest = lengths.max()
-        text = f"{text} {sample}"
+        text = longer
     chosen, narrower = [], 0
     for width in static_widths(cap):
-        fitting = np.flatnonzero((lengths > narrower) & (lengths <= width))
-        if fitting.size:
-            chosen.append(prefixes[fitting[0]])
+        if length(text) <= narrower:
+            break
+        low, high = 1, len(text)  # the shortest prefix wider than `narrower` subwords
+        while low < high:
+            middle = (low + high) // 2
+            if length(text[:middle]) > narrower:
+                high = middle
+            else:
+                low = middle + 1
+        if length(text[:low]) <= width:
+            chosen.append(text[:low])
         narrower = width
     return chosen
 
