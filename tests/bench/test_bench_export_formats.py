@@ -103,3 +103,16 @@ def test_without_quick_each_time_is_the_faster_of_two_passes(measured_groups):
     for name, call in last.items():
         assert rows[f"{name}: latency p50"] == pytest.approx(0.01 / call * 1e3)
         assert rows[f"{name}: sentences/s"] == pytest.approx(32 / (0.1 / call))
+
+
+def test_an_xla_exports_first_calls_are_timed_one_text_each_and_reported():
+    called = []
+    numbers = export._first_calls(lambda texts: called.append(list(texts)), ["a", "bb", "ccc"])
+    assert called == [["a"], ["bb"], ["ccc"]]  # each text alone, once, no untimed call first
+    assert 0 <= numbers["cold_p50"] <= numbers["cold_max"]
+    results = Results()
+    export._add_first_call_rows(results, "case", "SavedModel float32, XLA, greedy", numbers)
+    export._add_first_call_rows(results, "case", "SavedModel float32, greedy", {"p50": 1.0})
+    metrics = [row["metric"] for row in results.rows]
+    assert metrics == [f"SavedModel float32, XLA, greedy: latency {m} before every source width "
+                       "was seen" for m in ("p50", "max")]
