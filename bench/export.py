@@ -35,9 +35,10 @@ folders (`export --format ctranslate2`), each greedy and beam 4 (α and β the
 export's defaults, CTranslate2 given the same): batch-1 latency (p50, p99) and
 batch-32 sentences/s on the run's test sentences; size on disk (a SavedModel's
 graph and variables, a CTranslate2 folder's model); BLEU of the test split (the
-first 64 sentences with --quick); for each SavedModel, the kernel time of one
-batch-32 call per op type (`tf.profiler`, the most costly types), which shows where
-a format gains or loses.
+first 64 sentences with --quick); for each SavedModel, the kernel time of a
+batch-1 call (the mean of 5) and of a batch-32 call per op type (`tf.profiler`: all
+op types together and the most costly ones), which shows where a format gains or
+loses.
 
 Each format runs alone, in a fresh process of its own: models of two engines in one
 process, or two CTranslate2 models, change each other's times (their idle threads
@@ -273,12 +274,16 @@ def _measure_formats(formats, sentences, bleu_sources, rounds, batch_rounds, pro
                                warmup=0, repeats=batch_rounds)
     measured = {}
     for name, seconds in zip(names, batch32):
-        # Where a batch-32 call's time goes, per op type (a SavedModel runs TensorFlow
-        # kernels the profiler sees; CTranslate2's are its own).
+        # Where a call's time goes, per op type (a SavedModel runs TensorFlow kernels
+        # the profiler sees; CTranslate2's are its own); a batch-1 call is short, so
+        # its kernel times are averaged over several.
         op_times = {}
         if profile and formats[name]["kind"] == "savedmodel":
-            totals = kernel_times(lambda n=name: translators[n](sentences[:32]), calls=1)
-            op_times = dict(totals.most_common(PROFILED_OPS))
+            for batch, texts, calls in (("batch 1", sentences[:1], 5),
+                                        ("batch 32", sentences[:32], 1)):
+                totals = kernel_times(lambda n=name, t=texts: translators[n](t), calls=calls)
+                op_times[batch] = {"all op types": sum(totals.values()),
+                                   **dict(totals.most_common(PROFILED_OPS))}
         hypotheses = []
         for start in range(0, len(bleu_sources), 32):
             hypotheses += translators[name](bleu_sources[start : start + 32])
@@ -374,9 +379,10 @@ def _run_formats(results, run_dir, quick, xla_modes):
                         f"{name}: BLEU", numbers["bleu"], "BLEU")
             results.add("export", f"{label}, size on disk", f"{name}: size",
                         numbers["megabytes"], "MB")
-        for op_type, milliseconds in numbers.pop("op_times").items():
-            results.add("export", f"{label}, batch 32, kernel time per op type",
-                        f"{name}: {op_type}", milliseconds, "ms per call")
+        for batch, op_times in numbers.pop("op_times").items():
+            for op_type, milliseconds in op_times.items():
+                results.add("export", f"{label}, {batch}, kernel time per op type",
+                            f"{name}: {op_type}", milliseconds, "ms per call")
     results.context["export_formats"] = {"run": os.path.abspath(run_dir), **measured}
 
 

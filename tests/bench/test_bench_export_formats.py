@@ -41,7 +41,10 @@ def measured_groups(monkeypatch, request):
                        "profile": profile})
         # Later passes are faster: the reported times must be theirs.
         return {name: {"p50": 0.01 / calls[0], "p99": 0.02 / calls[0],
-                       "batch32": 0.1 / calls[0], "op_times": {},
+                       "batch32": 0.1 / calls[0],
+                       "op_times": {batch: {"all op types": 2.0, "MatMul": 1.0}
+                                    for batch in ("batch 1", "batch 32")}
+                       if profile and formats[name]["kind"] == "savedmodel" else {},
                        "hypotheses": ["Hello.", "Thanks."] if bleu_sources else []}
                 for name in formats}
 
@@ -116,3 +119,12 @@ def test_an_xla_exports_first_calls_are_timed_one_text_each_and_reported():
     metrics = [row["metric"] for row in results.rows]
     assert metrics == [f"SavedModel float32, XLA, greedy: latency {m} before every source width "
                        "was seen" for m in ("p50", "max")]
+
+
+def test_each_saved_model_is_profiled_once_at_batch_1_and_32(measured_groups):
+    _, results = measured_groups
+    profiled = {(row["case"].split(", ", 1)[1], row["metric"]) for row in results.rows
+                if row["case"].endswith("kernel time per op type")}
+    assert profiled == {(f"{batch}, kernel time per op type", f"{name}: {op_type}")
+                        for batch in ("batch 1", "batch 32") for name in SAVED_MODELS
+                        for op_type in ("all op types", "MatMul")}
