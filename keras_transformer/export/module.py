@@ -56,16 +56,17 @@ def width_filling_texts(texts, encode, cap):
     def length(text):
         return int((encode(tf.constant([text])).numpy() != PAD_ID).sum())
 
-    sample = " ".join(text for text in texts if text) or "."
-    text = sample
-    while length(text) < cap:
+    text = " ".join(text for text in texts if text) or "."
+    widest = length(text)
+    while widest < cap:
         longer = f"{text} {text}"
-        if length(longer) == length(text):  # the encoding is truncated below `cap`
+        longer_width = length(longer)
+        if longer_width == widest:  # the encoding is truncated below `cap`
             break
-        text = longer
+        text, widest = longer, longer_width
     chosen, narrower = [], 0
     for width in static_widths(cap):
-        if length(text) <= narrower:
+        if widest <= narrower:
             break
         low, high = 1, len(text)  # the shortest prefix wider than `narrower` subwords
         while low < high:
