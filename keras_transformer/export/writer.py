@@ -33,6 +33,9 @@ MANIFEST_FILE = "manifest.json"
 # reads only the SavedModel beside it.
 PRESET_DIR = "preset"
 _TEMP_PREFIX = ".tmp-export-"
+# An export serves and is never differentiated (fine-tuning reads preset/): the
+# gradient functions of the layers' custom gradients are not traced into it.
+SERVING_SAVE_OPTIONS = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
 
 
 def check_model_name(name):
@@ -218,7 +221,7 @@ def write_export(
     temporary = os.path.join(model_base, f"{_TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         signatures = module.signatures()
-        tf.saved_model.save(module, temporary, signatures=signatures)
+        tf.saved_model.save(module, temporary, signatures=signatures, options=SERVING_SAVE_OPTIONS)
         set_method_names(temporary, module.method_names())
         assets = os.path.join(temporary, "assets")
         os.makedirs(assets, exist_ok=True)

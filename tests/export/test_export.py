@@ -110,6 +110,21 @@ def test_graph_uses_only_core_tensorflow_and_tensorflow_text_ops(exported):
     assert any("Sentencepiece" in op for op in report["text"])
 
 
+def test_an_export_carries_the_layers_but_not_their_gradient_functions(exported):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    _, _, path = exported
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as file:
+        saved.ParseFromString(file.read())
+    library = saved.meta_graphs[0].graph_def.library
+    # The layer norms' ops carry their custom gradient's mark; the gradient
+    # functions themselves are left out of a serving export.
+    assert any("_gradient_op_type" in node.attr
+               for function in library.function for node in function.node_def)
+    assert len(library.registered_gradients) == 0
+
+
 def test_warmup_file_holds_prediction_logs_whose_requests_run(exported):
     from tensorflow_serving.apis import prediction_log_pb2
 

@@ -2,6 +2,7 @@
 manifest saying so, loadable by the TF1 loader and the embedded server, core ops only,
 and translations that mostly equal the float32 export's."""
 
+import gc
 import json
 import os
 
@@ -155,3 +156,16 @@ def test_language_model_and_classifier_export_quantized(mode, lm_run, classify_r
     assert generation.shape == (1,) and STORED[mode] in _variable_dtypes(path)
     assert json.load(open(os.path.join(path, "manifest.json")))["quantization"] == mode
     assert graph_ops_report(path)["outside"] == []
+
+
+def test_int8_quantization_leaves_the_garbage_collector_unfrozen(translate_run):
+    from keras_transformer.export.quantization import quantize_model
+
+    model = load(translate_run).model
+    quantize_model(model, "int8")
+    assert gc.get_freeze_count() == 0
+    assert any(weight.dtype == "int8" for weight in model.weights)
+    # A failed quantization (an int8 model quantized again) unfreezes as well.
+    with pytest.raises(ValueError):
+        quantize_model(model, "int8")
+    assert gc.get_freeze_count() == 0
