@@ -31,6 +31,7 @@ from keras_transformer.decoding.samplers import RandomSampler
 from keras_transformer.decoding.strategies import GreedySearch
 from keras_transformer.ops import checks
 from keras_transformer.ops.cache import growing_shape
+from keras_transformer.ops.graph import graph_function
 
 # Never generated, beside padding and the start token: a piece no text should show.
 NEVER_GENERATED = (UNK_ID,)
@@ -86,14 +87,14 @@ class Generator:
         ]
         # The loop may be XLA-compiled; cutting the new tokens out of the sequences
         # is a dynamic shape, so it happens in an outer graph function.
-        loop = tf.function(self._loop, jit_compile=self.jit_compile)
+        loop = graph_function(self._loop, jit_compile=self.jit_compile)
 
         def generate(prompts, *settings):
             if self.jit_compile:  # a few prompt widths, each compiled once
                 prompts = pad_to_static_width(prompts, self.max_length)
             return self._new_tokens(*loop(prompts, *settings))
 
-        self._generate = tf.function(generate, input_signature=signature)
+        self._generate = graph_function(generate, input_signature=signature)
 
     def generate(
         self, prompts, max_new_tokens=32, temperature=0.0, top_k=0, top_p=1.0, seed=0

@@ -3,15 +3,15 @@
 Shape notation: B batch, S source length, K beam width, L maximum output length,
 V target vocabulary.
 
-Each search is one `tf.function` built once per `SequenceSearch` and reused: the one
-decoding loop (`keras_transformer.decoding.loop.decode`) under `GreedySearch` or
-`BeamSearch`, which computes only the newest position per step (the decoder's
-self-attention reads the cache; the encoder output and the cross-attention
-keys/values are computed once per sentence). It runs with XLA
+Each search is one graph function (`graph_function`) built once per `SequenceSearch`
+and reused: the one decoding loop (`keras_transformer.decoding.loop.decode`) under
+`GreedySearch` or `BeamSearch`, which computes only the newest position per step
+(the decoder's self-attention reads the cache; the encoder output and the
+cross-attention keys/values are computed once per sentence). It runs with XLA
 (`jit_compile=True`, shapes static: the cache holds `max_length` positions, and
 sources are padded to one of a few widths, `loop.static_widths`, so that a batch
-size compiles a handful of times, not once per source length) or without (stock
-TF Serving): the cache then starts empty and grows by a position per step
+size compiles a handful of times, not once per source length) or without (stock TF
+Serving): the cache then starts empty and grows by a position per step
 (`keras_transformer/ops/cache.py`).
 
 Every row gets its own length limit (its real source length + `extra_length`,
@@ -41,6 +41,7 @@ from keras_transformer.decoding.strategies import BeamSearch
 from keras_transformer.decoding.strategies import GreedySearch
 from keras_transformer.ops import checks
 from keras_transformer.ops.cache import growing_shape
+from keras_transformer.ops.graph import graph_function
 
 
 def _trim(result):
@@ -160,17 +161,17 @@ class SequenceSearch:
         ]
         # The loops may be XLA-compiled; trimming the output to its longest row is a
         # dynamic shape, so it happens in an outer graph function, as the sharding.
-        greedy_loop = tf.function(
+        greedy_loop = graph_function(
             self._greedy_search, input_signature=signature, jit_compile=self.jit_compile
         )
-        beam_loop = tf.function(
+        beam_loop = graph_function(
             self._beam_search, input_signature=signature, jit_compile=self.jit_compile
         )
-        self._greedy = tf.function(
+        self._greedy = graph_function(
             lambda tokens, limit: self._in_shards(greedy_loop, tokens, limit, rows_per_sentence=1),
             input_signature=signature,
         )
-        self._beam = tf.function(
+        self._beam = graph_function(
             lambda tokens, limit: self._in_shards(
                 beam_loop, tokens, limit, rows_per_sentence=self.beam_width
             ),

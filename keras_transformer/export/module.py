@@ -28,6 +28,7 @@ from keras_transformer.decoding.scoring import score_sequences
 from keras_transformer.decoding.search import SequenceSearch
 from keras_transformer.export.writer import WarmupRequest
 from keras_transformer.ops import checks
+from keras_transformer.ops.graph import graph_function
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -213,19 +214,19 @@ class TranslationModule(ExportModule):
 
     # Signatures ----------------------------------------------------------------
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def translate(self, text):
         """text (B,) → translation (B,) strings and score (B,) floats (best hypothesis)."""
         texts, scores = self._n_best(text)
         return {"translation": texts[:, 0], "score": scores[:, 0]}
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def translate_n_best(self, text):
         """text (B,) → translations (B, K) strings and scores (B, K), best first."""
         texts, scores = self._n_best(text)
         return {"translations": texts, "scores": scores}
 
-    @tf.function(
+    @graph_function(
         input_signature=[
             tf.TensorSpec([None], tf.string, name="source"),
             tf.TensorSpec([None], tf.string, name="target"),
@@ -249,7 +250,7 @@ class TranslationModule(ExportModule):
             ),
         }
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def tokenize(self, text):
         """text (B,) → token_ids (B, S) int32 (0-padded), pieces (B, S) strings, lengths (B,)."""
         ids = self.encode_text(text)
@@ -258,7 +259,7 @@ class TranslationModule(ExportModule):
         pieces = tf.where(tf.equal(ids, PAD_ID), tf.constant(""), pieces)
         return {"token_ids": ids, "pieces": pieces, "lengths": lengths}
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def attention(self, text):
         """Translates and returns what the translation attended to, for plots and the page.
 
@@ -423,7 +424,7 @@ class LanguageModelModule(ExportModule):
         return tf.where(prefixed, tf.strings.substr(whole, length, tf.maximum(rest, 0)),
                         self.tokenizer.detokenize(new))
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def generate(self, text):
         """text (B,) → generation (B,): the greedy continuation."""
         rows = tf.shape(text)
@@ -431,7 +432,7 @@ class LanguageModelModule(ExportModule):
             text, tf.zeros(rows, tf.float32), tf.zeros(rows, tf.int32), tf.ones(rows, tf.float32),
             tf.zeros(rows, tf.int64), tf.fill(rows, self.max_new_tokens))}
 
-    @tf.function(input_signature=[
+    @graph_function(input_signature=[
         TEXT_SPEC, _row_spec(tf.float32, "temperature"), _row_spec(tf.int32, "top_k"),
         _row_spec(tf.float32, "top_p"), _row_spec(tf.int64, "seed"),
         _row_spec(tf.int32, "max_new_tokens")])
@@ -512,14 +513,14 @@ class ClassificationModule(ExportModule):
         empty = tf.reduce_all(tf.equal(ids, PAD_ID), axis=1, keepdims=True)
         return tf.where(empty, 1.0 / len(self.labels), tf.nn.softmax(logits, axis=-1))
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def classify_text(self, text):
         """text (B,) → label (B,) strings (the likeliest class), probabilities (B, C)."""
         probabilities = self.probabilities(text)
         label = tf.gather(tf.constant(self.labels), tf.argmax(probabilities, axis=-1))
         return {"label": label, "probabilities": probabilities}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    @graph_function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def classify_examples(self, inputs):
         """inputs (B,) serialized tf.Examples → classes (B, C) strings, scores (B, C)."""
         # No default: an example without the feature fails with TensorFlow's
