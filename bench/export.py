@@ -33,12 +33,12 @@ the run's weights as float32, int8 and bfloat16 SavedModels (`export --quantize`
 in graph mode and with XLA when `--xla` allows, and as CTranslate2 float32 and int8
 folders (`export --format ctranslate2`), each greedy and beam 4 (α and β the
 export's defaults, CTranslate2 given the same): batch-1 latency (p50, p99) and
-batch-32 sentences/s on the run's test sentences; size on disk (a SavedModel's
-graph and variables, a CTranslate2 folder's model); BLEU of the test split (the
-first 64 sentences with --quick); for each SavedModel, the kernel time of a
-batch-1 call (the mean of 5) and of a batch-32 call per op type (`tf.profiler`: all
-op types together and the most costly ones), which shows where a format gains or
-loses.
+batch-32 sentences/s on the run's test sentences; size on disk (a SavedModel's graph
+and variables, a CTranslate2 folder's model); the seconds each export took (in one
+process, one after the other); BLEU of the test split (the first 64 sentences with
+--quick); for each SavedModel, the kernel time of a batch-1 call (the mean of 5) and
+of a batch-32 call per op type (`tf.profiler`: all op types together and the most
+costly ones), which shows where a format gains or loses.
 
 Each format runs alone, in a fresh process of its own: models of two engines in one
 process, or two CTranslate2 models, change each other's times (their idle threads
@@ -59,6 +59,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 NEVER = 10**6  # an end token outside the vocabulary
 
@@ -204,7 +205,8 @@ def _folder_size(path):
 
 
 def _export_formats(folder, run_dir, xla_modes):
-    """Every format of the run: {name: {"kind", "path", "beam", "megabytes"}}."""
+    """Every format of the run: {name: {"kind", "path", "beam", "megabytes",
+    "export_seconds"}}."""
     from keras_transformer.export.command import export_ctranslate2
     from keras_transformer.export.command import export_run
 
@@ -212,8 +214,10 @@ def _export_formats(folder, run_dir, xla_modes):
     for quantize in FORMAT_QUANTIZATIONS:
         for jit in xla_modes:
             for beam in (1, 4):
+                started = time.perf_counter()
                 path = export_run(run_dir, f"m{len(formats)}", base=folder, beam=beam,
                                   xla=jit, quantize=quantize)
+                seconds = time.perf_counter() - started
                 label = "float32" if quantize == "none" else quantize
                 name = f"SavedModel {label}{', XLA' if jit else ''}, " + (
                     "greedy" if beam == 1 else "beam 4")
@@ -222,15 +226,17 @@ def _export_formats(folder, run_dir, xla_modes):
                 size = _folder_size(path) - sum(
                     _folder_size(os.path.join(path, part)) for part in ("assets", "preset"))
                 formats[name] = {"kind": "savedmodel", "path": path, "beam": beam,
-                                 "megabytes": size / 1e6}
+                                 "megabytes": size / 1e6, "export_seconds": seconds}
     for quantization in CTRANSLATE2_TYPES:
+        started = time.perf_counter()
         path = export_ctranslate2(run_dir, "ct2", base=folder, quantization=quantization)
+        seconds = time.perf_counter() - started
         size = _folder_size(path) - sum(
             os.path.getsize(os.path.join(path, name)) for name in ("source.model", "target.model"))
         for beam in (1, 4):
             name = f"CTranslate2 {quantization}, " + ("greedy" if beam == 1 else "beam 4")
             formats[name] = {"kind": "ctranslate2", "path": path, "beam": beam,
-                             "megabytes": size / 1e6}
+                             "megabytes": size / 1e6, "export_seconds": seconds}
     return formats
 
 
@@ -379,6 +385,10 @@ def _run_formats(results, run_dir, quick, xla_modes):
                         f"{name}: BLEU", numbers["bleu"], "BLEU")
             results.add("export", f"{label}, size on disk", f"{name}: size",
                         numbers["megabytes"], "MB")
+            # The whole command's work, in one process in the order above: the first
+            # export also pays that process's one-time tracing set-up.
+            results.add("export", f"{label}, time to export", f"{name}: export",
+                        formats[name]["export_seconds"], "s")
         for batch, op_times in numbers.pop("op_times").items():
             for op_type, milliseconds in op_times.items():
                 results.add("export", f"{label}, {batch}, kernel time per op type",

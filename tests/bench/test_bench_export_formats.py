@@ -30,7 +30,7 @@ def measured_groups(monkeypatch, request):
     def export_formats(folder, run_dir, xla_modes):
         return {name: {"kind": "savedmodel" if name.startswith("SavedModel") else "ctranslate2",
                        "path": name, "beam": 1 if name.endswith("greedy") else 4,
-                       "megabytes": 1.0}
+                       "megabytes": 1.0, "export_seconds": 2.0}
                 for name in SAVED_MODELS + CTRANSLATE2}
 
     def measure_alone(formats, threads, bleu_sources, profile, **timing):
@@ -128,3 +128,11 @@ def test_each_saved_model_is_profiled_once_at_batch_1_and_32(measured_groups):
     assert profiled == {(f"{batch}, kernel time per op type", f"{name}: {op_type}")
                         for batch in ("batch 1", "batch 32") for name in SAVED_MODELS
                         for op_type in ("all op types", "MatMul")}
+
+
+def test_each_format_reports_the_time_its_export_took_once(measured_groups):
+    _, results = measured_groups
+    rows = [row for row in results.rows if row["metric"].endswith(": export")]
+    assert sorted(row["metric"] for row in rows) == sorted(
+        f"{name}: export" for name in SAVED_MODELS + CTRANSLATE2)
+    assert all(row["value"] == 2.0 and row["unit"] == "s" for row in rows)
