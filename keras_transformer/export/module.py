@@ -13,6 +13,8 @@ and detokenization all run inside the graph, so the same object works in-process
   TF Serving classification signature (serialized `tf.Example`s → classes, scores).
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -54,6 +56,7 @@ def width_filling_texts(texts, encode, cap):
         encoding is padded to it.
     """
 
+    @functools.lru_cache(maxsize=None)  # the bisection's last prefix is measured again
     def length(text):
         return int((encode(tf.constant([text])).numpy() != PAD_ID).sum())
 
