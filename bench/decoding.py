@@ -39,33 +39,44 @@ def run(results, quick=False, preset=None, new_tokens=32, source_length=20, batc
              repeats)
 
 
-def step_op_counts(search, method):
-    """Counts the ops of one step of a `SequenceSearch` loop, by op type.
+def loop_op_counts(search, method):
+    """Counts the ops of one step of each `SequenceSearch` loop, by op type.
 
     Args:
         search: a `SequenceSearch`.
         method: "greedy" or "beam_search".
 
     Returns:
-        A `collections.Counter` of op types in the `While` body (and what it calls).
+        A list of `collections.Counter`s of op types, one per `While` body (with
+        the functions it calls) in the traced search: one loop, or with row groups
+        (`parallel_searches` > 1) two, the whole batch's and the groups'.
     """
     graph_def = search.concrete_function(method).graph.as_graph_def()
     library = {function.signature.name: function for function in graph_def.library.function}
-    bodies = [node.attr["body"].func.name for function in library.values()
-              for node in function.node_def if node.op in ("While", "StatelessWhile")]
-    if len(bodies) != 1:
-        raise RuntimeError(f"expected one decoding loop in the {method} graph, found {len(bodies)}")
-    counts = collections.Counter()
 
-    def visit(name):
+    def visit(name, counts):
         for node in library[name].node_def:
             counts[node.op] += 1
             for value in node.attr.values():
                 if value.func.name in library:
-                    visit(value.func.name)
+                    visit(value.func.name, counts)
+        return counts
 
-    visit(bodies[0])
-    return counts
+    return [visit(node.attr["body"].func.name, collections.Counter())
+            for function in library.values() for node in function.node_def
+            if node.op in ("While", "StatelessWhile")]
+
+
+def step_op_counts(search, method):
+    """Counts the ops of the whole batch's step (what a small batch runs), by op type:
+    of the search's loops (`loop_op_counts`), the one with the fewest ops, since the
+    row groups' step runs the blocks once per group."""
+    bodies = loop_op_counts(search, method)
+    expected = 2 if search.parallel_searches > 1 else 1
+    if len(bodies) != expected:
+        raise RuntimeError(f"expected {expected} decoding loops in the {method} graph, "
+                           f"found {len(bodies)}")
+    return min(bodies, key=lambda counts: sum(counts.values()))
 
 
 def random_translator(preset, precision, vocab_size=8000):

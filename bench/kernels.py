@@ -24,8 +24,8 @@ per-op overhead counts as it does in a search.
   preset's model, greedy and beam 4, batch 1 and 32, for 32 tokens (the cache
   exactly as long as the output) and for the default limit of a 20-token source,
   20 + 50 = 70 tokens.
-- a batch searched as two shards at once (`SequenceSearch`'s default without XLA once
-  each shard gets 16 rows) versus one search of the whole batch, greedy at batch 1
+- a batch decoded as two row groups at once (`SequenceSearch`'s default without XLA
+  once each group gets 16 rows) versus one search of the whole batch, greedy at batch 1
   and 16 (below that threshold: both run one search, so the pair shows what deciding
   costs) and 32, beam 4 at batch 8 and 32, 32 tokens; and two callers each sending a
   batch of 32 at once, where the cores are already busy with the other's search.
@@ -74,7 +74,7 @@ def run(results, quick=False):
     for batch_size in (1, 32):
         _time_feed_forward_activation(results, batch_size, config, dtype, repeats)
     _time_cache_layouts(results, preset, precision, repeats)
-    _time_shards(results, preset, precision, repeats)
+    _time_row_groups(results, preset, precision, repeats)
     _time_step_floor(results, preset, precision, repeats)
     _profile_greedy_step(results, preset, precision)
 
@@ -257,7 +257,7 @@ def _time_cache_layouts(results, preset, precision, repeats):
                             baseline="preallocated caches")
 
 
-def _time_shards(results, preset, precision, repeats):
+def _time_row_groups(results, preset, precision, repeats):
     import threading
 
     from keras_transformer.decoding import SequenceSearch
@@ -268,7 +268,7 @@ def _time_shards(results, preset, precision, repeats):
 
     def searches(beam_width):
         return [SequenceSearch(model, max_length=NEW_TOKENS, eos_id=never, beam_width=beam_width,
-                               parallel_searches=shards) for shards in (1, 2)]
+                               parallel_searches=groups) for groups in (1, 2)]
 
     def at_once(decode, callers=2):
         threads = [threading.Thread(target=decode) for _ in range(callers)]
@@ -278,17 +278,17 @@ def _time_shards(results, preset, precision, repeats):
             thread.join()
 
     for beam_width, method, batch_sizes in ((1, "greedy", (1, 16, 32)), (4, "beam_search", (8, 32))):
-        whole, sharded = searches(beam_width)
+        whole, grouped = searches(beam_width)
         for batch_size in batch_sizes:
             source = rng.integers(4, VOCABULARY, size=(batch_size, 20)).astype("int32")
             decoders = [lambda search=search: getattr(search, method)(source, NEW_TOKENS)[
-                "tokens"].numpy() for search in (whole, sharded)]
+                "tokens"].numpy() for search in (whole, grouped)]
             one, two = time_interleaved(decoders, repeats=repeats)
             case = (f"{preset}, {'greedy' if beam_width == 1 else 'beam 4'}, batch {batch_size}, "
                     f"{NEW_TOKENS} tokens, {precision}")
             results.add("kernels", case, "one search of the batch, sentences/s", batch_size / one,
                         "sent/s")
-            results.add("kernels", case, "two shards searched at once (ours), sentences/s",
+            results.add("kernels", case, "two row groups at once (ours), sentences/s",
                         batch_size / two, "sent/s", ratio=one / two, baseline="one search")
             if method == "greedy" and batch_size == 32:
                 one, two = time_interleaved(
@@ -297,7 +297,7 @@ def _time_shards(results, preset, precision, repeats):
                 case += ", two callers at once"
                 results.add("kernels", case, "one search a call, sentences/s",
                             2 * batch_size / one, "sent/s")
-                results.add("kernels", case, "two shards a call (ours), sentences/s",
+                results.add("kernels", case, "two row groups a call (ours), sentences/s",
                             2 * batch_size / two, "sent/s", ratio=one / two,
                             baseline="one search a call")
 

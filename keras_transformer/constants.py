@@ -15,10 +15,10 @@ DEFAULT_BEAM_WIDTH = 4
 DEFAULT_ALPHA = 0.6
 DEFAULT_COVERAGE = 0.2
 
-# Rows (sentences x beam width) each shard of a batch must get before `SequenceSearch`
-# splits it: below that, a step is mostly per-op overhead, which shards only repeat
-# (`python -m bench kernels`; docs/experiments.md, "Speed").
-MIN_SHARD_ROWS = 16
+# Rows (sentences x beam width) each row group of a batch must get before
+# `SequenceSearch` splits it: below that, a step is mostly per-op overhead, which
+# groups only repeat (`python -m bench kernels`; docs/experiments.md, "Speed").
+MIN_GROUP_ROWS = 16
 
 # How training examples are grouped into token-budgeted batches
 # (`keras_transformer.data.pipeline`): a fixed batch size per length bucket (the

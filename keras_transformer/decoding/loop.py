@@ -149,7 +149,14 @@ class Rows:
     source_mask: object = None
 
 
-def decode(step, strategy, rows, cache, cache_shape=None, bos_id=BOS_ID, banned=()):
+def gather_rows(cache, parents):
+    """Every tensor of the `cache` nest with row r taken from row `parents[r]`
+    (along `BATCH_AXIS`): the cache after a beam moved its hypotheses."""
+    return tf.nest.map_structure(lambda tensor: tf.gather(tensor, parents, axis=BATCH_AXIS), cache)
+
+
+def decode(step, strategy, rows, cache, cache_shape=None, bos_id=BOS_ID, banned=(),
+           reorder=None):
     """Runs `strategy` over `step` until every row is done or L steps have run.
 
     Args:
@@ -159,19 +166,23 @@ def decode(step, strategy, rows, cache, cache_shape=None, bos_id=BOS_ID, banned=
             strategy wants the (R, S) cross-attention, and then also returns it.
         strategy: a `GreedySearch` or `BeamSearch`.
         rows: the batch's `Rows`.
-        cache: the step's cache (any nest of tensors whose axis `BATCH_AXIS` is R),
-            from `start_decoding`.
+        cache: the step's cache (any nest of tensors whose axis `BATCH_AXIS` holds
+            rows), from `start_decoding`.
         cache_shape: None for a cache of fixed shape; for one that changes shape from
             step to step, a function from each cache tensor to its `tf.while_loop`
             shape invariant (`growing_shape` for a growing key/value cache).
         bos_id: the start token, never chosen (as padding).
         banned: more token ids never chosen, e.g. the unknown piece for generation.
+        reorder: `reorder(cache, parents) -> cache`, the cache with row r taken from
+            row `parents[r]` when the strategy moves hypotheses (None: `gather_rows`;
+            a step that runs row groups passes the model's `reorder_cache`).
 
     Returns:
         The strategy's results (`strategy.finish`).
     """
     current, state = strategy.start(rows)
     wants_attention = strategy.wants_attention
+    reorder_cache = reorder or gather_rows
 
     def condition(index, current, cache, state):
         return tf.logical_not(strategy.all_done(state))
@@ -184,9 +195,7 @@ def decode(step, strategy, rows, cache, cache_shape=None, bos_id=BOS_ID, banned=
         log_probs = ban_tokens(next_token_log_probs(logits, bos_id=bos_id), banned)
         current, state, parents = strategy.step(index, log_probs, state, attention)
         if parents is not None:  # (R,) row each new row continues
-            cache = tf.nest.map_structure(
-                lambda tensor: tf.gather(tensor, parents, axis=BATCH_AXIS), cache
-            )
+            cache = reorder_cache(cache, parents)
         return index + 1, current, cache, state
 
     loop_vars = (tf.constant(0), current, cache, state)

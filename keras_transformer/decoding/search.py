@@ -18,11 +18,15 @@ Every row gets its own length limit (its real source length + `extra_length`,
 capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
 frozen, so a sentence decodes the same alone and in a batch.
 
-Without XLA a large batch is split into `parallel_searches` shards, each searched by
-its own loop, all at once: a step's ops are too small for TensorFlow to spread one
-over several cores (intra-op threads), but independent loops run side by side on
-the inter-op threads. Rows are independent, so the output is unchanged.
+Without XLA a large batch's rows are split into `parallel_searches` groups of whole
+sentences, and each step runs the decoder blocks on every group at once, one a core
+(`keras_transformer/models/incremental.py`): a step's ops are too small for
+TensorFlow to spread one over several cores (intra-op threads), but independent ops
+run side by side on the inter-op threads. Rows are independent, so the output is
+unchanged.
 """
+
+import functools
 
 import tensorflow as tf
 
@@ -31,7 +35,7 @@ from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
 from keras_transformer.constants import EOS_ID
-from keras_transformer.constants import MIN_SHARD_ROWS
+from keras_transformer.constants import MIN_GROUP_ROWS
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.loop import Rows
 from keras_transformer.decoding.loop import decode
@@ -49,38 +53,22 @@ def _trim(result):
     return {**result, "tokens": result["tokens"][..., : longest(result["lengths"])]}
 
 
-def shard_sizes(batch_size, rows_per_sentence, shards):
-    """Whether a batch is split into `shards` consecutive shards, and their sizes.
+def group_sizes(batch_size, rows_per_sentence, groups):
+    """Whether a batch's rows are decoded as `groups` row groups, and their sentences.
 
     Args:
         batch_size: B, a scalar int (tensor).
         rows_per_sentence: rows a sentence takes in the search (K for beam search).
-        shards: P.
+        groups: G.
 
     Returns:
-        `(split, sizes)`: a bool scalar, true when every shard gets `MIN_SHARD_ROWS`
-        rows or more, and (P,) int32 sentences per shard, the first B % P one more.
+        `(split, sizes)`: a bool scalar, true when every group gets `MIN_GROUP_ROWS`
+        rows or more, and (G,) int32 sentences per group, the first B % G one more.
     """
     batch_size = tf.convert_to_tensor(batch_size, tf.int32)
-    split = batch_size * rows_per_sentence >= shards * MIN_SHARD_ROWS
-    sizes = batch_size // shards + tf.cast(tf.range(shards) < batch_size % shards, tf.int32)
+    split = batch_size * rows_per_sentence >= groups * MIN_GROUP_ROWS
+    sizes = batch_size // groups + tf.cast(tf.range(groups) < batch_size % groups, tf.int32)
     return split, sizes
-
-
-def _concat_rows(results):
-    """Joins trimmed results of consecutive row shards, padding tokens to the longest."""
-    longest = tf.reduce_max(tf.stack([tf.shape(result["tokens"])[-1] for result in results]))
-
-    def pad(tokens):
-        padding = [[0, 0]] * (tokens.shape.rank - 1) + [[0, longest - tf.shape(tokens)[-1]]]
-        return tf.pad(tokens, padding)
-
-    return {
-        key: tf.concat(
-            [pad(result[key]) if key == "tokens" else result[key] for result in results], axis=0
-        )
-        for key in results[0]
-    }
 
 
 class SequenceSearch:
@@ -99,9 +87,10 @@ class SequenceSearch:
         growing_cache: let the key/value caches grow by a position per step (None:
             unless `jit_compile`, whose shapes must be static); False preallocates
             them for the longest row (`keras_transformer/ops/cache.py` compares both).
-        parallel_searches: P, shards a batch is split into, searched at once (None:
-            2 without XLA, 1 with it); a batch is split only when every shard gets
-            `MIN_SHARD_ROWS` rows (sentences x K) or more. 1 never splits.
+        parallel_searches: P, groups of whole sentences a batch's rows are split
+            into, whose decoder blocks each step runs at once, one a core (None: 2
+            without XLA, 1 with it); a batch is split only when every group gets
+            `MIN_GROUP_ROWS` rows (sentences x K) or more. 1 never splits.
         bos_id: start token fed at position 0.
         eos_id: end token; a row stops when it produces it.
 
@@ -150,8 +139,9 @@ class SequenceSearch:
         self.parallel_searches = checks.check_positive_int("parallel_searches", parallel_searches)
         if self.parallel_searches > 1 and self.jit_compile:
             raise ValueError(
-                "`parallel_searches` > 1 needs `jit_compile=False`: XLA compiles one shape per "
-                f"shard; received parallel_searches={parallel_searches}, jit_compile=True."
+                "`parallel_searches` > 1 needs `jit_compile=False`: an XLA loop runs its ops "
+                f"one after another; received parallel_searches={parallel_searches}, "
+                "jit_compile=True."
             )
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
@@ -160,23 +150,24 @@ class SequenceSearch:
             tf.TensorSpec([], tf.int32, name="max_new_tokens"),
         ]
         # The loops may be XLA-compiled; trimming the output to its longest row is a
-        # dynamic shape, so it happens in an outer graph function, as the sharding.
-        greedy_loop = graph_function(
-            self._greedy_search, input_signature=signature, jit_compile=self.jit_compile
-        )
-        beam_loop = graph_function(
-            self._beam_search, input_signature=signature, jit_compile=self.jit_compile
-        )
-        self._greedy = graph_function(
-            lambda tokens, limit: self._in_shards(greedy_loop, tokens, limit, rows_per_sentence=1),
-            input_signature=signature,
-        )
-        self._beam = graph_function(
-            lambda tokens, limit: self._in_shards(
-                beam_loop, tokens, limit, rows_per_sentence=self.beam_width
-            ),
-            input_signature=signature,
-        )
+        # dynamic shape, so it happens in an outer graph function, as the choice
+        # between the whole batch's loop and the row groups' loop.
+        def searches(make_strategy):
+            loops = [
+                graph_function(
+                    functools.partial(self._search_loop, make_strategy, groups=groups),
+                    input_signature=signature, jit_compile=self.jit_compile,
+                )
+                for groups in sorted({1, self.parallel_searches})
+            ]
+            rows_per_sentence = make_strategy().rows_per_sentence
+            return graph_function(
+                lambda tokens, limit: self._in_groups(loops, rows_per_sentence, tokens, limit),
+                input_signature=signature,
+            )
+
+        self._greedy = searches(self._greedy_strategy)
+        self._beam = searches(self._beam_strategy)
 
     # Public entry points -------------------------------------------------------
 
@@ -208,7 +199,7 @@ class SequenceSearch:
         """Any strategy over this model's step, e.g. sampling a translation.
 
         Runs as called (eagerly, or inside the caller's `tf.function`), on the
-        whole batch; `greedy` and `beam_search` are the compiled, sharded searches.
+        whole batch; `greedy` and `beam_search` are the compiled searches, in row groups.
 
         Args:
             strategy: a fresh `GreedySearch` (with any sampler) or `BeamSearch`.
@@ -235,26 +226,20 @@ class SequenceSearch:
 
     # Shared pieces -------------------------------------------------------------
 
-    def _in_shards(self, loop, encoder_tokens, max_new_tokens, rows_per_sentence):
-        """Runs `loop` (a search) on the batch, or on `parallel_searches` shards of
-        it at once when `shard_sizes` says so; returns the trimmed output."""
+    def _in_groups(self, loops, rows_per_sentence, encoder_tokens, max_new_tokens):
+        """Runs the whole batch's search loop (`loops[0]`), or the row groups' loop
+        (`loops[1]`, when there is one and `group_sizes` says so); returns the
+        trimmed output."""
         if self.jit_compile:
             # Padding the source changes no row: its length, mask and limit count
             # real tokens only.
             encoder_tokens = pad_to_static_width(encoder_tokens, self.model.config.max_length)
-        whole = lambda: _trim(loop(encoder_tokens, max_new_tokens))  # noqa: E731
-        if self.parallel_searches == 1:
-            return whole()
-        split, sizes = shard_sizes(
-            tf.shape(encoder_tokens)[0], rows_per_sentence, self.parallel_searches
-        )
-
-        def in_shards():
-            parts = tf.split(encoder_tokens, sizes, num=self.parallel_searches)
-            # Independent calls: the executor runs them on the inter-op threads at once.
-            return _concat_rows([_trim(loop(part, max_new_tokens)) for part in parts])
-
-        return tf.cond(split, in_shards, whole)
+        calls = [lambda loop=loop: loop(encoder_tokens, max_new_tokens) for loop in loops]
+        if len(calls) == 1:
+            return _trim(calls[0]())
+        split, _ = group_sizes(tf.shape(encoder_tokens)[0], rows_per_sentence,
+                               self.parallel_searches)
+        return _trim(tf.cond(split, calls[1], calls[0]))
 
     def _row_limits(self, encoder_tokens, max_new_tokens):
         """(B,) output-length limit of each row, and the cache length L."""
@@ -266,15 +251,22 @@ class SequenceSearch:
             return limits, self.max_length  # XLA needs a static cache shape.
         return limits, longest(limits)
 
-    def _search(self, strategy, encoder_tokens, max_new_tokens):
-        """Runs `strategy` on the batch in the one decoding loop."""
+    def _search(self, strategy, encoder_tokens, max_new_tokens, groups=1):
+        """Runs `strategy` on the batch in the one decoding loop, the step's blocks
+        on `groups` row groups (`group_sizes`)."""
         encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)
         limits, length = self._row_limits(encoder_tokens, max_new_tokens)
+        rows_per_sentence = strategy.rows_per_sentence
+        sizes = None
+        if groups > 1:
+            _, sentences = group_sizes(tf.shape(encoder_tokens)[0], rows_per_sentence, groups)
+            sizes = tf.unstack(sentences * rows_per_sentence, num=groups)
         # Everything fixed for the search (fused kernels, source mask, cross-attention
         # keys and values, position table) is made here, outside the loop.
         cache, state = self.model.start_decoding(
-            encoder_outputs, encoder_mask, length, repeats=strategy.rows_per_sentence,
+            encoder_outputs, encoder_mask, length, repeats=rows_per_sentence,
             grow=self.growing_cache, transpose_output_table=not self.jit_compile,
+            group_sizes=sizes,
         )
         rows = Rows(
             start_tokens=tf.fill(tf.shape(encoder_tokens)[:1], self.bos_id),
@@ -286,13 +278,19 @@ class SequenceSearch:
         def step(tokens, index, cache, **options):
             return self.model.decode_token(tokens, index, cache, state, **options)
 
+        def reorder(cache, parents):
+            return self.model.reorder_cache(cache, parents, state)
+
         cache_shape = growing_shape if self.growing_cache else None
-        return decode(step, strategy, rows, cache, cache_shape=cache_shape, bos_id=self.bos_id)
+        return decode(step, strategy, rows, cache, cache_shape=cache_shape, bos_id=self.bos_id,
+                      reorder=reorder)
 
-    def _greedy_search(self, encoder_tokens, max_new_tokens):
-        return self._search(GreedySearch(eos_id=self.eos_id), encoder_tokens, max_new_tokens)
+    def _search_loop(self, make_strategy, encoder_tokens, max_new_tokens, groups=1):
+        return self._search(make_strategy(), encoder_tokens, max_new_tokens, groups=groups)
 
-    def _beam_search(self, encoder_tokens, max_new_tokens):
-        strategy = BeamSearch(self.beam_width, alpha=self.alpha, coverage=self.coverage,
-                              eos_id=self.eos_id)
-        return self._search(strategy, encoder_tokens, max_new_tokens)
+    def _greedy_strategy(self):
+        return GreedySearch(eos_id=self.eos_id)
+
+    def _beam_strategy(self):
+        return BeamSearch(self.beam_width, alpha=self.alpha, coverage=self.coverage,
+                          eos_id=self.eos_id)

@@ -18,7 +18,7 @@ from keras_transformer.arguments import add_weights_argument
 from keras_transformer.constants import DEFAULT_ALPHA
 from keras_transformer.constants import DEFAULT_BEAM_WIDTH
 from keras_transformer.constants import DEFAULT_COVERAGE
-from keras_transformer.constants import MIN_SHARD_ROWS
+from keras_transformer.constants import MIN_GROUP_ROWS
 
 FORMATS = ("savedmodel", "ctranslate2")
 # Choices as the command line shows them (`export.quantization`, `export.ctranslate2`
@@ -54,10 +54,10 @@ def add_arguments(parser):
                         help="compile decoding (translator) or generation (language model) "
                              "with XLA; TF Serving then needs --xla_cpu_compilation_enabled=true")
     parser.add_argument("--parallel-searches", type=int, default=None, metavar="P",
-                        help="translator without XLA: search a batch as P shards at once, on P "
-                             f"cores, when each shard gets {MIN_SHARD_ROWS} hypotheses or more "
-                             "(default: 2, 1 with --xla; 1 for a server whose cores are already "
-                             "busy with concurrent requests)")
+                        help="translator without XLA: decode a batch's rows as P groups at "
+                             f"once, on P cores, when each group gets {MIN_GROUP_ROWS} hypotheses "
+                             "or more (default: 2, 1 with --xla; 1 for a server whose cores are "
+                             "already busy with concurrent requests)")
     parser.add_argument("--format", choices=FORMATS, default="savedmodel",
                         help="savedmodel: a TF Serving version folder (default); ctranslate2: "
                              "a translator as a CTranslate2 model folder, "

@@ -154,8 +154,8 @@ class TranslationModule(ExportModule):
         max_output_length: cap on output subwords (default: the model's max_length).
         jit_compile: compile the decoding loop with XLA (stock TF Serving then needs
             `--xla_cpu_compilation_enabled=true`).
-        parallel_searches: `SequenceSearch`'s shards of a large batch searched at
-            once (None: its default).
+        parallel_searches: `SequenceSearch`'s row groups of a large batch, decoded
+            at once (None: its default).
 
     Example:
         >>> module = TranslationModule(model, source_tok, target_tok, max_source_length=64)

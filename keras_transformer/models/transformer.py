@@ -13,6 +13,7 @@ from keras_transformer.models.assembly import resolve_config
 from keras_transformer.models.backbone import TransformerBackbone
 from keras_transformer.models.config import ENCODER_DECODER
 from keras_transformer.models.incremental import decode_token
+from keras_transformer.models.incremental import reorder_cache
 from keras_transformer.models.incremental import start_decoder
 
 
@@ -78,7 +79,7 @@ class Seq2SeqTransformer(keras.Model):
     # One token per step, for the searches ---------------------------------------
 
     def start_decoding(self, encoder_outputs, encoder_padding_mask, max_length, repeats=1,
-                       grow=False, transpose_output_table=True):
+                       grow=False, transpose_output_table=True, group_sizes=None):
         """Prepares, once per search, everything `decode_token` reads at every step.
 
         The step then runs 2-D matmuls against fused kernels (`fused_kernel`: the
@@ -95,28 +96,30 @@ class Seq2SeqTransformer(keras.Model):
             grow: start the caches empty and let each step append (graph mode);
                 see `start_decoder`.
             transpose_output_table: False under XLA; see `start_decoder`.
+            group_sizes: None, or rows (multiples of K) of consecutive row groups
+                whose blocks a step runs at once; see `start_decoder`.
 
         Returns:
             `(cache, state)`: a tuple of N (2, B·K, H, L, D) self-attention caches
-            (L = 0 if `grow`), one per decoder layer, and a dict of tensors fixed
-            for the search.
+            (L = 0 if `grow`), one per decoder layer (with `group_sizes`, each
+            group's N in turn), and a dict of tensors fixed for the search.
         """
         layers = self.backbone
         # Each sentence's keys and values are projected once and then copied to its
         # K rows: projecting the K copies of the encoder output costs K times the matmuls.
         repeat = (lambda x: tf.repeat(x, repeats, axis=0)) if repeats > 1 else (lambda x: x)
         encoder_padding_mask = repeat(encoder_padding_mask)
-        batch_size = tf.shape(encoder_padding_mask)[0]
-        cache, state = start_decoder(self.decoder_stack, batch_size, max_length, grow,
-                                     transpose_output_table)
         cross_caches = []
         for block in layers.decoder_blocks:
             keys_values = repeat(block.compute_cross_attention_cache(encoder_outputs))
             cross_caches.append((keys_values[:, 0], keys_values[:, 1]))
-        state["cross_caches"] = cross_caches
-        # (B, 1, 1, S): the source keys every head's query may see.
-        state["cross_mask"] = tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :]
-        return cache, state
+        return start_decoder(
+            self.decoder_stack, tf.shape(encoder_padding_mask)[0], max_length, grow,
+            transpose_output_table, cross_caches=cross_caches,
+            # (B, 1, 1, S): the source keys every head's query may see.
+            cross_mask=tf.cast(encoder_padding_mask, tf.bool)[:, None, None, :],
+            group_sizes=group_sizes,
+        )
 
     @property
     def decoder_stack(self):
@@ -129,7 +132,7 @@ class Seq2SeqTransformer(keras.Model):
         Args:
             tokens: (B,) int32 ids at position `index`.
             index: scalar int32.
-            cache: the N (2, B, H, L, D) caches from `start_decoding` or the last
+            cache: the (2, B, H, L, D) caches from `start_decoding` or the last
                 step.
             state: from `start_decoding`.
 
@@ -139,6 +142,11 @@ class Seq2SeqTransformer(keras.Model):
         return decode_token(
             self.decoder_stack, tokens, index, cache, state, return_cross_attention
         )
+
+    def reorder_cache(self, cache, parents, state):
+        """The caches with row r taken from row `parents[r]` (beam search's moves),
+        group by group; see `keras_transformer.models.incremental.reorder_cache`."""
+        return reorder_cache(cache, parents, state)
 
     def attention_weights(self, encoder_tokens, decoder_tokens):
         """Every attention map of a teacher-forced pass, for plots and the web page.

@@ -197,6 +197,37 @@ def test_beam_search_reorders_every_layer_cache_with_its_beam():
         np.testing.assert_allclose(result["scores"][:, beam], expected, atol=1e-3)
 
 
+@pytest.mark.parametrize("grow", [False, True], ids=["preallocated", "growing"])
+def test_a_step_on_row_groups_gives_the_whole_batchs_logits_caches_and_attention(grow):
+    # Rows 0-1 and 2-4 run through the blocks as two groups with their own caches;
+    # the output projection and the cross-attention report join them again.
+    keras.utils.set_random_seed(8)
+    model = build_transformer("tiny", source_vocab_size=40, target_vocab_size=50)
+    rng = np.random.default_rng(8)
+    source = _tokens(rng, 5, 7, 40, lengths=[7, 3, 5, 2, 6])
+    target = _tokens(rng, 5, 4, 50)
+    encoder_outputs, encoder_mask = model.encode(source)
+    whole_cache, whole_state = model.start_decoding(encoder_outputs, encoder_mask, 8, grow=grow)
+    cache, state = model.start_decoding(encoder_outputs, encoder_mask, 8, grow=grow,
+                                        group_sizes=[2, 3])
+    layers = len(whole_cache)
+    assert [c.shape[1] for c in cache] == [2] * layers + [3] * layers
+    parents = np.array([1, 1, 4, 2, 2], "int32")  # each row's parent in its own group
+    for index in range(4):
+        expected, whole_cache, expected_attention = model.decode_token(
+            target[:, index], index, whole_cache, whole_state, return_cross_attention=True)
+        logits, cache, attention = model.decode_token(
+            target[:, index], index, cache, state, return_cross_attention=True)
+        np.testing.assert_allclose(logits, expected, atol=1e-5)
+        np.testing.assert_allclose(attention, expected_attention, atol=1e-6)
+        # As beam search moves hypotheses, group by group.
+        whole_cache = model.reorder_cache(whole_cache, parents, whole_state)
+        cache = model.reorder_cache(cache, parents, state)
+    for layer, whole_layer_cache in enumerate(whole_cache):
+        joined = np.concatenate([cache[layer], cache[layers + layer]], axis=1)
+        np.testing.assert_allclose(joined, whole_layer_cache, atol=1e-5)
+
+
 @pytest.mark.parametrize("method", ["greedy", "beam_search"])
 def test_a_step_attends_by_eigens_batched_matmul_not_onednns_or_the_fused_softmax(method):
     # Through oneDNN a batched matmul (BatchMatMulV2) or softmax on one query's tiny
