@@ -49,7 +49,7 @@ def loop_op_counts(search, method):
     Returns:
         A list of `collections.Counter`s of op types, one per `While` body (with
         the functions it calls) in the traced search: one loop, or with row groups
-        (`parallel_searches` > 1) two, the whole batch's and the groups'.
+        (`parallel_searches` > 1, `row_groups`) two, the whole batch's and the groups'.
     """
     graph_def = search.concrete_function(method).graph.as_graph_def()
     library = {function.signature.name: function for function in graph_def.library.function}
@@ -72,7 +72,7 @@ def step_op_counts(search, method):
     of the search's loops (`loop_op_counts`), the one with the fewest ops, since the
     row groups' step runs the blocks once per group."""
     bodies = loop_op_counts(search, method)
-    expected = 2 if search.parallel_searches > 1 else 1
+    expected = 2 if search.parallel_searches > 1 and search.row_groups else 1
     if len(bodies) != expected:
         raise RuntimeError(f"expected {expected} decoding loops in the {method} graph, "
                            f"found {len(bodies)}")

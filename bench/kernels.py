@@ -24,9 +24,11 @@ per-op overhead counts as it does in a search.
   preset's model, greedy and beam 4, batch 1 and 32, for 32 tokens (the cache
   exactly as long as the output) and for the default limit of a 20-token source,
   20 + 50 = 70 tokens.
-- a batch decoded as two row groups at once (`SequenceSearch`'s default without XLA
-  once each group gets 16 rows) versus one search of the whole batch, greedy at batch 1
-  and 16 (below that threshold: both run one search, so the pair shows what deciding
+- a batch split in two parts at once (`SequenceSearch`'s default without XLA once
+  each part gets 16 rows), as row groups of one search and as two searches, versus one
+  search of the whole batch ("ours": the way `SequenceSearch` picks under this
+  process's threads per op), greedy at batch 1
+  and 16 (below that threshold: all run one search, so the rows show what deciding
   costs) and 32, beam 4 at batch 8 and 32, 32 tokens; and two callers each sending a
   batch of 32 at once, where the cores are already busy with the other's search.
 - a greedy step against its floor: the step's matmuls alone (every projection with
@@ -265,10 +267,13 @@ def _time_row_groups(results, preset, precision, repeats):
     model = random_translator(preset, precision, vocab_size=VOCABULARY)
     never = 10**6  # an end token outside the vocabulary: every row runs NEW_TOKENS steps
     rng = np.random.default_rng(0)
+    ways = {"two row groups at once": dict(parallel_searches=2, row_groups=True),
+            "two searches at once": dict(parallel_searches=2, row_groups=False)}
 
     def searches(beam_width):
         return [SequenceSearch(model, max_length=NEW_TOKENS, eos_id=never, beam_width=beam_width,
-                               parallel_searches=groups) for groups in (1, 2)]
+                               **settings)
+                for settings in [dict(parallel_searches=1), *ways.values()]]
 
     def at_once(decode, callers=2):
         threads = [threading.Thread(target=decode) for _ in range(callers)]
@@ -278,28 +283,33 @@ def _time_row_groups(results, preset, precision, repeats):
             thread.join()
 
     for beam_width, method, batch_sizes in ((1, "greedy", (1, 16, 32)), (4, "beam_search", (8, 32))):
-        whole, grouped = searches(beam_width)
+        made = searches(beam_width)
+        default = SequenceSearch(model, max_length=NEW_TOKENS, beam_width=beam_width).row_groups
+        names = [f"{name}{' (ours)' if settings['row_groups'] == default else ''}"
+                 for name, settings in ways.items()]
         for batch_size in batch_sizes:
             source = rng.integers(4, VOCABULARY, size=(batch_size, 20)).astype("int32")
             decoders = [lambda search=search: getattr(search, method)(source, NEW_TOKENS)[
-                "tokens"].numpy() for search in (whole, grouped)]
-            one, two = time_interleaved(decoders, repeats=repeats)
+                "tokens"].numpy() for search in made]
+            one, *split = time_interleaved(decoders, repeats=repeats)
             case = (f"{preset}, {'greedy' if beam_width == 1 else 'beam 4'}, batch {batch_size}, "
                     f"{NEW_TOKENS} tokens, {precision}")
             results.add("kernels", case, "one search of the batch, sentences/s", batch_size / one,
                         "sent/s")
-            results.add("kernels", case, "two row groups at once (ours), sentences/s",
-                        batch_size / two, "sent/s", ratio=one / two, baseline="one search")
+            for name, seconds in zip(names, split):
+                results.add("kernels", case, f"{name}, sentences/s", batch_size / seconds,
+                            "sent/s", ratio=one / seconds, baseline="one search")
             if method == "greedy" and batch_size == 32:
-                one, two = time_interleaved(
+                one, *split = time_interleaved(
                     [lambda decode=decode: at_once(decode) for decode in decoders], repeats=repeats
                 )
                 case += ", two callers at once"
                 results.add("kernels", case, "one search a call, sentences/s",
                             2 * batch_size / one, "sent/s")
-                results.add("kernels", case, "two row groups a call (ours), sentences/s",
-                            2 * batch_size / two, "sent/s", ratio=one / two,
-                            baseline="one search a call")
+                for name, seconds in zip(names, split):
+                    results.add("kernels", case, f"{name} a call, sentences/s",
+                                2 * batch_size / seconds, "sent/s", ratio=one / seconds,
+                                baseline="one search a call")
 
 
 def matmul_floor_step(stack):

@@ -18,12 +18,20 @@ Every row gets its own length limit (its real source length + `extra_length`,
 capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
 frozen, so a sentence decodes the same alone and in a batch.
 
-Without XLA a large batch's rows are split into `parallel_searches` groups of whole
-sentences, and each step runs the decoder blocks on every group at once, one a core
-(`keras_transformer/models/incremental.py`): a step's ops are too small for
-TensorFlow to spread one over several cores (intra-op threads), but independent ops
-run side by side on the inter-op threads. Rows are independent, so the output is
-unchanged.
+Without XLA a large batch's rows are split into `parallel_searches` parts of whole
+sentences that run at once, one a core: a step's ops are too small for TensorFlow to
+spread one over several cores (intra-op threads), but independent ops run side by
+side on the inter-op threads. Rows are independent, so the output is unchanged. Two
+ways, each the faster under one thread setting (`docs/experiments.md`, "Speed"):
+
+- row groups (`row_groups=True`): one search whose step runs the decoder blocks on
+  every part at once (`keras_transformer/models/incremental.py`), then the output
+  projection, the vocabulary's log-probabilities and the strategy once on all rows.
+  With TensorFlow's default threads per op those ops spread over the threads; as
+  independent searches, each would wait for threads busy with the other's.
+- searches (`row_groups=False`): each part searched by its own loop, all at once.
+  With one thread per op (`--tensorflow_intra_op_parallelism=1`, what `serving/`
+  runs) nothing is spread, and independent searches share nothing.
 """
 
 import functools
@@ -54,7 +62,8 @@ def _trim(result):
 
 
 def group_sizes(batch_size, rows_per_sentence, groups):
-    """Whether a batch's rows are decoded as `groups` row groups, and their sentences.
+    """Whether a batch is split into `groups` consecutive groups of sentences (row
+    groups of one search, or searches: `SequenceSearch`), and their sizes.
 
     Args:
         batch_size: B, a scalar int (tensor).
@@ -69,6 +78,29 @@ def group_sizes(batch_size, rows_per_sentence, groups):
     split = batch_size * rows_per_sentence >= groups * MIN_GROUP_ROWS
     sizes = batch_size // groups + tf.cast(tf.range(groups) < batch_size % groups, tf.int32)
     return split, sizes
+
+
+def _concat_rows(results):
+    """Joins trimmed results of consecutive row parts, padding tokens to the longest."""
+    widest = tf.reduce_max(tf.stack([tf.shape(result["tokens"])[-1] for result in results]))
+
+    def pad(tokens):
+        padding = [[0, 0]] * (tokens.shape.rank - 1) + [[0, widest - tf.shape(tokens)[-1]]]
+        return tf.pad(tokens, padding)
+
+    return {
+        key: tf.concat(
+            [pad(result[key]) if key == "tokens" else result[key] for result in results], axis=0
+        )
+        for key in results[0]
+    }
+
+
+def row_groups_by_default():
+    """Whether a search splits a large batch as row groups rather than as searches:
+    unless this process runs one thread per op (`tf.config.threading`), the setting
+    under which independent searches are faster."""
+    return tf.config.threading.get_intra_op_parallelism_threads() != 1
 
 
 class SequenceSearch:
@@ -87,10 +119,13 @@ class SequenceSearch:
         growing_cache: let the key/value caches grow by a position per step (None:
             unless `jit_compile`, whose shapes must be static); False preallocates
             them for the longest row (`keras_transformer/ops/cache.py` compares both).
-        parallel_searches: P, groups of whole sentences a batch's rows are split
-            into, whose decoder blocks each step runs at once, one a core (None: 2
-            without XLA, 1 with it); a batch is split only when every group gets
-            `MIN_GROUP_ROWS` rows (sentences x K) or more. 1 never splits.
+        parallel_searches: P, parts of whole sentences a batch's rows are split
+            into, run at once, one a core (None: 2 without XLA, 1 with it); a batch is
+            split only when every part gets `MIN_GROUP_ROWS` rows (sentences x K) or
+            more. 1 never splits.
+        row_groups: split as row groups of one search (True) or as independent
+            searches (False); None: `row_groups_by_default()`, decided when the
+            search is made (the module's docstring compares them).
         bos_id: start token fed at position 0.
         eos_id: end token; a row stops when it produces it.
 
@@ -112,6 +147,7 @@ class SequenceSearch:
         jit_compile=False,
         growing_cache=None,
         parallel_searches=None,
+        row_groups=None,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
     ):
@@ -143,6 +179,7 @@ class SequenceSearch:
                 f"one after another; received parallel_searches={parallel_searches}, "
                 "jit_compile=True."
             )
+        self.row_groups = row_groups_by_default() if row_groups is None else bool(row_groups)
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
         signature = [
@@ -151,14 +188,16 @@ class SequenceSearch:
         ]
         # The loops may be XLA-compiled; trimming the output to its longest row is a
         # dynamic shape, so it happens in an outer graph function, as the choice
-        # between the whole batch's loop and the row groups' loop.
+        # between the whole batch's loop and the split one.
+        loop_groups = sorted({1, self.parallel_searches if self.row_groups else 1})
+
         def searches(make_strategy):
             loops = [
                 graph_function(
                     functools.partial(self._search_loop, make_strategy, groups=groups),
                     input_signature=signature, jit_compile=self.jit_compile,
                 )
-                for groups in sorted({1, self.parallel_searches})
+                for groups in loop_groups
             ]
             rows_per_sentence = make_strategy().rows_per_sentence
             return graph_function(
@@ -227,19 +266,27 @@ class SequenceSearch:
     # Shared pieces -------------------------------------------------------------
 
     def _in_groups(self, loops, rows_per_sentence, encoder_tokens, max_new_tokens):
-        """Runs the whole batch's search loop (`loops[0]`), or the row groups' loop
-        (`loops[1]`, when there is one and `group_sizes` says so); returns the
-        trimmed output."""
+        """Runs the whole batch's search loop (`loops[0]`), or, when `group_sizes`
+        says so, the batch split in `parallel_searches` parts: the row groups' loop
+        (`loops[1]`) or `loops[0]` on each part at once; returns the trimmed output."""
         if self.jit_compile:
             # Padding the source changes no row: its length, mask and limit count
             # real tokens only.
             encoder_tokens = pad_to_static_width(encoder_tokens, self.model.config.max_length)
-        calls = [lambda loop=loop: loop(encoder_tokens, max_new_tokens) for loop in loops]
-        if len(calls) == 1:
-            return _trim(calls[0]())
-        split, _ = group_sizes(tf.shape(encoder_tokens)[0], rows_per_sentence,
-                               self.parallel_searches)
-        return _trim(tf.cond(split, calls[1], calls[0]))
+        whole = lambda: _trim(loops[0](encoder_tokens, max_new_tokens))  # noqa: E731
+        if self.parallel_searches == 1:
+            return whole()
+        split, sizes = group_sizes(tf.shape(encoder_tokens)[0], rows_per_sentence,
+                                   self.parallel_searches)
+
+        def in_searches():
+            parts = tf.split(encoder_tokens, sizes, num=self.parallel_searches)
+            # Independent calls: the executor runs them on the inter-op threads at once.
+            return _concat_rows([_trim(loops[0](part, max_new_tokens)) for part in parts])
+
+        if self.row_groups:
+            return tf.cond(split, lambda: _trim(loops[1](encoder_tokens, max_new_tokens)), whole)
+        return tf.cond(split, in_searches, whole)
 
     def _row_limits(self, encoder_tokens, max_new_tokens):
         """(B,) output-length limit of each row, and the cache length L."""

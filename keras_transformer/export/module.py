@@ -154,8 +154,10 @@ class TranslationModule(ExportModule):
         max_output_length: cap on output subwords (default: the model's max_length).
         jit_compile: compile the decoding loop with XLA (stock TF Serving then needs
             `--xla_cpu_compilation_enabled=true`).
-        parallel_searches: `SequenceSearch`'s row groups of a large batch, decoded
-            at once (None: its default).
+        parallel_searches: `SequenceSearch`'s parts of a large batch, decoded at
+            once (None: its default).
+        row_groups: `SequenceSearch`'s way of running them (None: its default,
+            from this process's threads per op).
 
     Example:
         >>> module = TranslationModule(model, source_tok, target_tok, max_source_length=64)
@@ -174,6 +176,7 @@ class TranslationModule(ExportModule):
         max_output_length=None,
         jit_compile=False,
         parallel_searches=None,
+        row_groups=None,
     ):
         super().__init__(model, name="translator")
         self.source_tokenizer = source_tokenizer
@@ -190,6 +193,7 @@ class TranslationModule(ExportModule):
             coverage=coverage,
             jit_compile=jit_compile,
             parallel_searches=parallel_searches,
+            row_groups=row_groups,
         )
 
     # Pieces shared by the signatures -------------------------------------------

@@ -479,19 +479,19 @@ class Translator(Task):
 
     # -- the string-level calls --------------------------------------------------------------
     def translation_module(self, beam=None, alpha=None, coverage=None, max_length=None,
-                           jit_compile=False, parallel_searches=None):
+                           jit_compile=False, parallel_searches=None, row_groups=None):
         """The `TranslationModule` (what `export` saves) with these search settings."""
         from keras_transformer.export.module import TranslationModule
 
         self._ensure_model()
         settings = (beam or DEFAULT_BEAM_WIDTH, DEFAULT_ALPHA if alpha is None else alpha,
                     DEFAULT_COVERAGE if coverage is None else coverage, max_length,
-                    bool(jit_compile), parallel_searches)
+                    bool(jit_compile), parallel_searches, row_groups)
         return self._module(settings, lambda: TranslationModule(
             self.model, self.source_tokenizer, self.target_tokenizer, self.max_source_length,
             beam_width=settings[0], alpha=settings[1], coverage=settings[2],
             max_output_length=max_length, jit_compile=jit_compile,
-            parallel_searches=parallel_searches))
+            parallel_searches=parallel_searches, row_groups=row_groups))
 
     def _export_settings(self, beam, alpha, coverage, max_length):
         """Refuses search settings an export cannot change (it searches as exported)."""
@@ -554,7 +554,10 @@ class Translator(Task):
 
     def export_parts(self, beam, alpha, coverage, max_length, xla, parallel_searches,
                      max_new_tokens):
-        module = self.translation_module(beam, alpha, coverage, max_length, xla, parallel_searches)
+        # An export splits a large batch as searches: the servers of `serving/` run one
+        # thread per op, where searches are the faster way (`SequenceSearch`).
+        module = self.translation_module(beam, alpha, coverage, max_length, xla, parallel_searches,
+                                         row_groups=False)
         data = self.config["data"]
         return module, {
             "source_language": data.get("source_language"),
@@ -564,7 +567,8 @@ class Translator(Task):
             "max_source_length": self.max_source_length,
             "decoding": {"beam_width": module.search.beam_width, "alpha": module.search.alpha,
                          "coverage": coverage, "xla": xla,
-                         "parallel_searches": module.search.parallel_searches},
+                         "parallel_searches": module.search.parallel_searches,
+                         "row_groups": module.search.row_groups},
         }
 
     @classmethod

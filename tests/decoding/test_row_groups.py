@@ -1,5 +1,6 @@
-"""A large batch whose step runs its blocks on row groups at once
-(`SequenceSearch(parallel_searches=P)`) decodes exactly as one search of the whole batch."""
+"""A large batch split in parts that run at once (`SequenceSearch(parallel_searches=P)`),
+as row groups of one search or as searches, decodes exactly as one search of the whole
+batch."""
 
 import keras
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 from keras_transformer.decoding import SequenceSearch
 from keras_transformer.decoding.search import MIN_GROUP_ROWS
 from keras_transformer.decoding.search import group_sizes
+from keras_transformer.decoding.search import row_groups_by_default
 from keras_transformer.models import build_transformer
 
 VOCAB = 16
@@ -42,22 +44,24 @@ def test_a_batch_is_split_only_when_every_group_gets_enough_rows():
     assert rule(1, 1) == (False, [1, 0])
 
 
-@pytest.mark.parametrize("growing_cache", [True, False], ids=["growing", "preallocated"])
+@pytest.mark.parametrize("row_groups, growing_cache", [(True, True), (True, False), (False, True)],
+                         ids=["row groups", "row groups, preallocated", "searches"])
 @pytest.mark.parametrize("method, beam_width, batch_size", [
     ("greedy", 1, 2 * MIN_GROUP_ROWS + 1),  # groups of 17 and 16 sentences
     ("beam_search", 3, 11),  # 33 hypotheses: groups of 6 and 5 sentences
     ("greedy", 1, 3),  # too few rows: one group
 ])
-def test_row_groups_decode_as_one_search_of_the_whole_batch(model, method, beam_width, batch_size,
-                                                            growing_cache):
+def test_parts_decode_as_one_search_of_the_whole_batch(model, method, beam_width, batch_size,
+                                                       row_groups, growing_cache):
     # Short sources first and long ones last, so the groups' rows run for different
     # numbers of steps; beam search moves hypotheses within each group's sentences.
     lengths = np.sort(np.random.default_rng(batch_size).integers(1, 10, size=batch_size))
     source = _sources(lengths, width=12)
     searches = [
         SequenceSearch(model, max_length=24, extra_length=4, beam_width=beam_width,
-                       growing_cache=growing_cache, parallel_searches=groups)
-        for groups in (1, 2)
+                       growing_cache=growing_cache, parallel_searches=parts,
+                       row_groups=row_groups)
+        for parts in (1, 2)
     ]
     whole, grouped = (getattr(search, method)(source) for search in searches)
     np.testing.assert_array_equal(grouped["tokens"], whole["tokens"])
@@ -77,7 +81,8 @@ def test_the_row_groups_step_runs_the_blocks_per_group_and_one_output_projection
     from bench.decoding import loop_op_counts
 
     whole_step, = loop_op_counts(SequenceSearch(model, max_length=8, parallel_searches=1), method)
-    bodies = loop_op_counts(SequenceSearch(model, max_length=8, parallel_searches=2), method)
+    bodies = loop_op_counts(
+        SequenceSearch(model, max_length=8, parallel_searches=2, row_groups=True), method)
     assert len(bodies) == 2  # the whole batch's loop, for small batches, and the groups'
     assert whole_step in bodies
     grouped_step, = [body for body in bodies if body != whole_step]
@@ -86,7 +91,35 @@ def test_the_row_groups_step_runs_the_blocks_per_group_and_one_output_projection
     assert grouped_step["LogSoftmax"] - whole_step["LogSoftmax"] == whole_step["LogSoftmax"] - 1
 
 
-def test_row_groups_need_graph_mode_and_a_positive_count(model):
+@pytest.mark.parametrize("method", ["greedy", "beam_search"])
+def test_searches_are_independent_calls_of_the_whole_batchs_loop(model, method):
+    # Two calls in the split branch plus the whole batch's: one loop, called three times.
+    search = SequenceSearch(model, max_length=8, parallel_searches=2, row_groups=False)
+    graph_def = search.concrete_function(method).graph.as_graph_def()
+    library = {function.signature.name: function for function in graph_def.library.function}
+    loops = {name for name, function in library.items()
+             if any(node.op in ("While", "StatelessWhile") for node in function.node_def)}
+    nodes = list(graph_def.node) + [node for f in library.values() for node in f.node_def]
+    calls = [node.attr["f"].func.name for node in nodes
+             if node.op in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert len(loops) == 1
+    assert sum(name in loops for name in calls) == 3
+
+
+def test_row_groups_unless_the_process_runs_one_thread_per_op(model, monkeypatch):
+    import tensorflow as tf
+
+    # Under TensorFlow's threads the output projection and the vocabulary's scores
+    # spread over them once on all rows; with one thread per op searches share nothing.
+    assert row_groups_by_default()
+    assert SequenceSearch(model, max_length=8).row_groups
+    monkeypatch.setattr(tf.config.threading, "get_intra_op_parallelism_threads", lambda: 1)
+    assert not row_groups_by_default()
+    assert not SequenceSearch(model, max_length=8).row_groups
+    assert SequenceSearch(model, max_length=8, row_groups=True).row_groups
+
+
+def test_parts_need_graph_mode_and_a_positive_count(model):
     assert SequenceSearch(model, max_length=8).parallel_searches == 2
     assert SequenceSearch(model, max_length=8, jit_compile=True).parallel_searches == 1
     with pytest.raises(ValueError, match="parallel_searches"):

@@ -37,8 +37,10 @@ def test_export_search_settings_reach_the_manifest_and_bad_ones_are_one_line(
         cli, run_dir, export_dir, tmp_path):
     with open(os.path.join(export_dir, "manifest.json"), encoding="utf-8") as file:
         decoding = json.load(file)["decoding"]
-    # The defaults (keras_transformer.constants, SequenceSearch) reach the export.
+    # The defaults (keras_transformer.constants, SequenceSearch) reach the export; it
+    # splits a large batch as searches, the faster way where `serving/` runs one thread per op.
     assert (decoding["parallel_searches"], decoding["alpha"], decoding["coverage"]) == (2, 0.6, 0.2)
+    assert decoding["row_groups"] is False
     base = tmp_path / "export"
     for flags, expected in ((["--parallel-searches", 0], "parallel_searches"),
                             (["--parallel-searches", 2, "--xla"], "jit_compile=False"),
