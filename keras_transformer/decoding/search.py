@@ -238,7 +238,8 @@ class SequenceSearch:
         """Any strategy over this model's step, e.g. sampling a translation.
 
         Runs as called (eagerly, or inside the caller's `tf.function`), on the
-        whole batch; `greedy` and `beam_search` are the compiled searches, in row groups.
+        whole batch; `greedy` and `beam_search` are the compiled searches, which split a
+        large batch (`parallel_searches`).
 
         Args:
             strategy: a fresh `GreedySearch` (with any sampler) or `BeamSearch`.

@@ -16,7 +16,8 @@ each group's ops are small enough to run on the thread that runs them, while the
 output projection and the scores over the vocabulary, the ops TensorFlow does spread
 over its threads, run once on the joined rows with nothing beside them. G
 independent searches instead spread those ops too, and each then waits for
-threads busy with the other search (`docs/experiments.md`, "Speed").
+threads busy with the other search; with one thread per op, nothing is spread and
+independent searches are the faster way (`SequenceSearch`'s `row_groups`).
 """
 
 import dataclasses
