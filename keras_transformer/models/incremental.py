@@ -192,6 +192,20 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
     if state["embedding_scale"] is not None:
         x = x * ops.cast(state["embedding_scale"], x.dtype)
     x = x + tf.gather(state["positions"], index)
+    growing = state["growing"]
+    # After this step's append a growing cache holds positions 0 .. index: all of them
+    # visible to a global attention, so it needs no mask. Every group's caches hold the
+    # same positions: one mask per distinct window serves all groups and layers.
+    cache_length = index + 1 if growing else tf.shape(cache[0])[-2]
+    self_masks = {}
+    for block in stack.blocks:
+        window = block.self_attention.window
+        if window not in self_masks:
+            self_masks[window] = (
+                None if growing and window is None
+                else block.self_attention.cache_token_mask(index, cache_length)
+            )
+    offset = None if growing else position_offset(index)
     num_blocks = len(stack.blocks)
     outputs, new_cache, attention = [], [], []
     for number, group in enumerate(state["groups"]):
@@ -199,7 +213,8 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
         group_x = x if rows is None else x[rows[0]:rows[1]]
         group_cache = cache[number * num_blocks:(number + 1) * num_blocks]
         group_x, group_cache, group_attention = _run_blocks(
-            stack, group_x, index, group_cache, group, state, return_cross_attention
+            stack, group_x, group_cache, group, state, self_masks, offset,
+            return_cross_attention,
         )
         outputs.append(group_x)
         new_cache.extend(group_cache)
@@ -217,27 +232,17 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
     return tf.cast(logits, tf.float32), tuple(new_cache)
 
 
-def _run_blocks(stack, x, index, cache, group, state, return_cross_attention):
-    """One row group's pass through the blocks: `(x, cache, attention or None)`."""
+def _run_blocks(stack, x, cache, group, state, self_masks, offset, return_cross_attention):
+    """One row group's pass through the blocks: `(x, cache, attention or None)`.
+
+    `self_masks`: the step's self-attention mask per window; `offset`: its
+    `position_offset` (None for growing caches)."""
     growing = state["growing"]
-    if growing:
-        # After this step's append the cache holds positions 0 .. index: all of them
-        # visible to a global attention, so it needs no mask.
-        cache_length = index + 1
-    else:
-        indices = group["cache_indices"] + position_offset(index)
-        cache_length = tf.shape(cache[0])[-2]
+    if not growing:
+        indices = group["cache_indices"] + offset
     cache = list(cache)
-    self_masks = {}
     attention = None
     for layer, block in enumerate(stack.blocks):
-        self_attention = block.self_attention
-        kind = self_attention.window  # one mask per distinct window, shared by the layers
-        if kind not in self_masks:
-            self_masks[kind] = (
-                None if growing and kind is None
-                else self_attention.cache_token_mask(index, cache_length)
-            )
 
         def write_cache(new_keys, new_values, layer=layer):
             if growing:
@@ -255,7 +260,8 @@ def _run_blocks(stack, x, index, cache, group, state, return_cross_attention):
         report = return_cross_attention and layer == len(stack.blocks) - 1
         x = block.decode_token(
             x, state["weights"][layer], write_cache, group["cross_caches"][layer],
-            self_masks[kind], group["cross_mask"], return_cross_weights=report,
+            self_masks[block.self_attention.window], group["cross_mask"],
+            return_cross_weights=report,
         )
         if report:
             x, cross_weights = x  # (B, H, 1, S)
