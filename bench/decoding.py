@@ -48,8 +48,9 @@ def loop_op_counts(search, method):
 
     Returns:
         A list of `collections.Counter`s of op types, one per `While` body (with
-        the functions it calls) in the traced search: one loop, or with row groups
-        (`parallel_searches` > 1, `row_groups`) two, the whole batch's and the groups'.
+        the functions it calls) in the traced search: the whole batch's loop, and
+        the one that drops done rows (`drop_done_rows`) and the row groups' loop
+        (`parallel_searches` > 1, `row_groups`) where the search has them.
     """
     graph_def = search.concrete_function(method).graph.as_graph_def()
     library = {function.signature.name: function for function in graph_def.library.function}
@@ -68,11 +69,12 @@ def loop_op_counts(search, method):
 
 
 def step_op_counts(search, method):
-    """Counts the ops of the whole batch's step (what a small batch runs), by op type:
-    of the search's loops (`loop_op_counts`), the one with the fewest ops, since the
-    row groups' step runs the blocks once per group."""
+    """Counts the ops of the whole batch's step (what a batch of one sentence runs), by
+    op type: of the search's loops (`loop_op_counts`), the one with the fewest ops,
+    since the others add the dropping of done rows or run the blocks once per group."""
     bodies = loop_op_counts(search, method)
-    expected = 2 if search.parallel_searches > 1 and search.row_groups else 1
+    expected = (1 + search.drop_done_rows
+                + (search.parallel_searches > 1 and search.row_groups))
     if len(bodies) != expected:
         raise RuntimeError(f"expected {expected} decoding loops in the {method} graph, "
                            f"found {len(bodies)}")

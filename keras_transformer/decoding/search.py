@@ -126,6 +126,9 @@ class SequenceSearch:
         row_groups: split as row groups of one search (True) or as independent
             searches (False); None: `row_groups_by_default()`, decided when the
             search is made (the module's docstring compares them).
+        drop_done_rows: with a growing cache, run each step on the rows still
+            decoding only (`keras_transformer.decoding.loop.drop_done_rows`), in every
+            search that is not split in row groups; the output is unchanged.
         bos_id: start token fed at position 0.
         eos_id: end token; a row stops when it produces it.
 
@@ -148,6 +151,7 @@ class SequenceSearch:
         growing_cache=None,
         parallel_searches=None,
         row_groups=None,
+        drop_done_rows=True,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
     ):
@@ -180,6 +184,7 @@ class SequenceSearch:
                 "jit_compile=True."
             )
         self.row_groups = row_groups_by_default() if row_groups is None else bool(row_groups)
+        self.drop_done_rows = bool(drop_done_rows) and self.growing_cache
         self.bos_id = int(bos_id)
         self.eos_id = int(eos_id)
         signature = [
@@ -188,17 +193,22 @@ class SequenceSearch:
         ]
         # The loops may be XLA-compiled; trimming the output to its longest row is a
         # dynamic shape, so it happens in an outer graph function, as the choice
-        # between the whole batch's loop and the split one.
-        loop_groups = sorted({1, self.parallel_searches if self.row_groups else 1})
+        # between the loops: "whole" runs a batch as it is, "drops" drops done rows
+        # from its step, "groups" runs row groups.
+        loop_kinds = {"whole": {}}
+        if self.drop_done_rows:
+            loop_kinds["drops"] = {"drops": True}
+        if self.parallel_searches > 1 and self.row_groups:
+            loop_kinds["groups"] = {"groups": self.parallel_searches}
 
         def searches(make_strategy):
-            loops = [
-                graph_function(
-                    functools.partial(self._search_loop, make_strategy, groups=groups),
+            loops = {
+                kind: graph_function(
+                    functools.partial(self._search_loop, make_strategy, **options),
                     input_signature=signature, jit_compile=self.jit_compile,
                 )
-                for groups in loop_groups
-            ]
+                for kind, options in loop_kinds.items()
+            }
             rows_per_sentence = make_strategy().rows_per_sentence
             return graph_function(
                 lambda tokens, limit: self._in_groups(loops, rows_per_sentence, tokens, limit),
@@ -255,7 +265,7 @@ class SequenceSearch:
         """
         encoder_tokens = tf.cast(encoder_tokens, tf.int32)
         limit = tf.constant(max_new_tokens, tf.int32)
-        return _trim(self._search(strategy, encoder_tokens, limit))
+        return _trim(self._search(strategy, encoder_tokens, limit, drops=self.drop_done_rows))
 
     def concrete_function(self, method="greedy"):
         """The traced graph function of `greedy` or `beam_search` (to inspect its ops)."""
@@ -267,26 +277,38 @@ class SequenceSearch:
     # Shared pieces -------------------------------------------------------------
 
     def _in_groups(self, loops, rows_per_sentence, encoder_tokens, max_new_tokens):
-        """Runs the whole batch's search loop (`loops[0]`), or, when `group_sizes`
-        says so, the batch split in `parallel_searches` parts: the row groups' loop
-        (`loops[1]`) or `loops[0]` on each part at once; returns the trimmed output."""
+        """Runs the batch in one of its `loops` (by kind: "whole", "drops", "groups"),
+        or, when `group_sizes` says so, split in `parallel_searches` parts: the row
+        groups' loop or one loop on each part at once; returns the trimmed output."""
         if self.jit_compile:
             # Padding the source changes no row: its length, mask and limit count
             # real tokens only.
             encoder_tokens = pad_to_static_width(encoder_tokens, self.model.config.max_length)
-        whole = lambda: _trim(loops[0](encoder_tokens, max_new_tokens))  # noqa: E731
+
+        def run(kind, tokens):
+            return _trim(loops[kind](tokens, max_new_tokens))
+
+        batch_size = tf.shape(encoder_tokens)[0]
+        many = "drops" if "drops" in loops else "whole"
+
+        def whole():
+            if many == "whole":
+                return run("whole", encoder_tokens)
+            # One sentence has no row to drop: the plain loop's step has fewer ops.
+            return tf.cond(batch_size > 1, lambda: run("drops", encoder_tokens),
+                           lambda: run("whole", encoder_tokens))
+
         if self.parallel_searches == 1:
             return whole()
-        split, sizes = group_sizes(tf.shape(encoder_tokens)[0], rows_per_sentence,
-                                   self.parallel_searches)
+        split, sizes = group_sizes(batch_size, rows_per_sentence, self.parallel_searches)
 
         def in_searches():
             parts = tf.split(encoder_tokens, sizes, num=self.parallel_searches)
             # Independent calls: the executor runs them on the inter-op threads at once.
-            return _concat_rows([_trim(loops[0](part, max_new_tokens)) for part in parts])
+            return _concat_rows([run(many, part) for part in parts])
 
-        if self.row_groups:
-            return tf.cond(split, lambda: _trim(loops[1](encoder_tokens, max_new_tokens)), whole)
+        if "groups" in loops:
+            return tf.cond(split, lambda: run("groups", encoder_tokens), whole)
         return tf.cond(split, in_searches, whole)
 
     def _row_limits(self, encoder_tokens, max_new_tokens):
@@ -299,9 +321,10 @@ class SequenceSearch:
             return limits, self.max_length  # XLA needs a static cache shape.
         return limits, longest(limits)
 
-    def _search(self, strategy, encoder_tokens, max_new_tokens, groups=1):
+    def _search(self, strategy, encoder_tokens, max_new_tokens, groups=1, drops=False):
         """Runs `strategy` on the batch in the one decoding loop, the step's blocks
-        on `groups` row groups (`group_sizes`)."""
+        on `groups` row groups (`group_sizes`), or, with `drops`, on the rows still
+        decoding only (row groups hold fixed row counts, so they drop nothing)."""
         encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)
         limits, length = self._row_limits(encoder_tokens, max_new_tokens)
         rows_per_sentence = strategy.rows_per_sentence
@@ -323,18 +346,19 @@ class SequenceSearch:
             source_mask=tf.not_equal(encoder_tokens, PAD_ID) if strategy.wants_attention else None,
         )
 
-        def step(tokens, index, cache, **options):
-            return self.model.decode_token(tokens, index, cache, state, **options)
+        def step(tokens, index, cache, inputs=None, **options):
+            return self.model.decode_token(tokens, index, cache, state, inputs=inputs, **options)
 
         def reorder(cache, parents):
             return self.model.reorder_cache(cache, parents, state)
 
         cache_shape = growing_shape if self.growing_cache else None
         return decode(step, strategy, rows, cache, cache_shape=cache_shape, bos_id=self.bos_id,
-                      reorder=reorder)
+                      reorder=reorder, row_inputs=self.model.row_inputs(state) if drops else None)
 
-    def _search_loop(self, make_strategy, encoder_tokens, max_new_tokens, groups=1):
-        return self._search(make_strategy(), encoder_tokens, max_new_tokens, groups=groups)
+    def _search_loop(self, make_strategy, encoder_tokens, max_new_tokens, groups=1, drops=False):
+        return self._search(make_strategy(), encoder_tokens, max_new_tokens, groups=groups,
+                            drops=drops)
 
     def _greedy_strategy(self):
         return GreedySearch(eos_id=self.eos_id)

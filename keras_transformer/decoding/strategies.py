@@ -6,10 +6,12 @@ positions, V vocabulary, S source length.
 A strategy says what the loop feeds first and what it keeps (`start`), turns each
 step's (R, V) log-probabilities into the next tokens (`step`, which may also move
 hypotheses between rows: the loop then reorders the cache), says when every row is
-done (`all_done`) and gives the results (`finish`). Every row gets its own limit
-(`Rows.limits`) and finished rows are frozen, so a row decodes the same alone and
-in a batch. A strategy object serves one `decode` call (it keeps the batch's
-`Rows`): the searches make theirs inside the traced function.
+done (`all_done`) and which rows are (`rows_done`), and gives the results
+(`finish`). Every row gets its own limit (`Rows.limits`) and finished rows are
+frozen, whatever scores a step gives them, so a row decodes the same alone and in
+a batch, and a loop may drop it from the step. A strategy object serves one
+`decode` call (it keeps the batch's `Rows`): the searches make theirs inside the
+traced function.
 """
 
 import math
@@ -124,6 +126,10 @@ class GreedySearch:
         """A bool scalar: every row has finished."""
         return tf.reduce_all(state["finished"])
 
+    def rows_done(self, state):
+        """(B,) bool: the rows that have finished (frozen from then on)."""
+        return state["finished"]
+
     def step(self, index, log_probs, state, attention=None):
         """Chooses the token at output position `index`.
 
@@ -225,6 +231,10 @@ class BeamSearch:
     def all_done(self, state):
         """A bool scalar: no row's alive hypotheses can beat its finished ones."""
         return tf.reduce_all(state["done"])
+
+    def rows_done(self, state):
+        """(B·K,) bool: the rows of the sentences that are done (frozen from then on)."""
+        return tf.repeat(state["done"], self.rows_per_sentence)
 
     def step(self, index, log_probs, state, attention=None):
         """Extends the hypotheses by the token at output position `index`.

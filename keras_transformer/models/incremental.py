@@ -143,6 +143,15 @@ def start_decoder(stack, batch_size, max_length, grow=False, transpose_output_ta
     return tuple(cache), state
 
 
+def row_inputs(state):
+    """What a step reads row by row and never changes: the cross-attention keys and
+    values and the source mask, as a dict of (B, ...) tensors that a loop may gather
+    (dropping done rows) and give back to `decode_token`. A state of one row group.
+    """
+    (group,) = state["groups"]
+    return {"cross_caches": group["cross_caches"], "cross_mask": group["cross_mask"]}
+
+
 def reorder_cache(cache, parents, state):
     """The caches with row r taken from row `parents[r]` (beam search's moves).
 
@@ -167,7 +176,8 @@ def reorder_cache(cache, parents, state):
     return tuple(reordered)
 
 
-def decode_token(stack, tokens, index, cache, state, return_cross_attention=False):
+def decode_token(stack, tokens, index, cache, state, return_cross_attention=False,
+                 inputs=None):
     """Decodes one token per row at position `index`, as a full pass would there.
 
     Args:
@@ -179,6 +189,8 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
         state: from `start_decoder`.
         return_cross_attention: also return where the step looked in the source:
             the last block's cross-attention weights averaged over its heads.
+        inputs: None, or `row_inputs(state)` with rows gathered like the cache's
+            (a state of one row group), read instead of the state's.
 
     Returns:
         `(logits, cache)`: (B, V) float32 logits and the updated cache; with
@@ -186,6 +198,9 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
         float32 summing to 1 over the source's real tokens.
     """
     embedding = stack.embedding
+    if inputs is not None:
+        (group,) = state["groups"]
+        state = {**state, **inputs, "groups": [{**group, **inputs}]}
     # Both tables were read once per search (`start_decoder`): a step gathers rows,
     # scaled as `PositionalEncoding` scales its inputs.
     x = tf.gather(state["embeddings"], tokens)

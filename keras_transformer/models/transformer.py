@@ -14,6 +14,7 @@ from keras_transformer.models.backbone import TransformerBackbone
 from keras_transformer.models.config import ENCODER_DECODER
 from keras_transformer.models.incremental import decode_token
 from keras_transformer.models.incremental import reorder_cache
+from keras_transformer.models.incremental import row_inputs
 from keras_transformer.models.incremental import start_decoder
 
 
@@ -126,7 +127,8 @@ class Seq2SeqTransformer(keras.Model):
         """The decoder's layers as a `DecoderStack` (what `decode_token` runs)."""
         return self.backbone.decoder_stack
 
-    def decode_token(self, tokens, index, cache, state, return_cross_attention=False):
+    def decode_token(self, tokens, index, cache, state, return_cross_attention=False,
+                     inputs=None):
         """Decodes one token per row at position `index`, as the full pass does there.
 
         Args:
@@ -135,13 +137,21 @@ class Seq2SeqTransformer(keras.Model):
             cache: the (2, B, H, L, D) caches from `start_decoding` or the last
                 step.
             state: from `start_decoding`.
+            return_cross_attention: also return the (B, S) cross-attention.
+            inputs: None, or `row_inputs(state)` with rows gathered like the
+                cache's (see `keras_transformer.models.incremental.decode_token`).
 
         Returns:
             `(logits, cache)`: (B, V) float32 logits and the updated cache.
         """
         return decode_token(
-            self.decoder_stack, tokens, index, cache, state, return_cross_attention
+            self.decoder_stack, tokens, index, cache, state, return_cross_attention, inputs
         )
+
+    def row_inputs(self, state):
+        """What a step reads row by row and never changes (the source's cross-attention
+        keys, values and mask); see `keras_transformer.models.incremental.row_inputs`."""
+        return row_inputs(state)
 
     def reorder_cache(self, cache, parents, state):
         """The caches with row r taken from row `parents[r]` (beam search's moves),

@@ -80,9 +80,10 @@ def test_the_row_groups_step_runs_the_blocks_per_group_and_one_output_projection
     # once on the joined rows.
     from bench.decoding import loop_op_counts
 
-    whole_step, = loop_op_counts(SequenceSearch(model, max_length=8, parallel_searches=1), method)
-    bodies = loop_op_counts(
-        SequenceSearch(model, max_length=8, parallel_searches=2, row_groups=True), method)
+    whole_step, = loop_op_counts(SequenceSearch(model, max_length=8, parallel_searches=1,
+                                                drop_done_rows=False), method)
+    bodies = loop_op_counts(SequenceSearch(model, max_length=8, parallel_searches=2,
+                                           row_groups=True, drop_done_rows=False), method)
     assert len(bodies) == 2  # the whole batch's loop, for small batches, and the groups'
     assert whole_step in bodies
     grouped_step, = [body for body in bodies if body != whole_step]
@@ -94,7 +95,8 @@ def test_the_row_groups_step_runs_the_blocks_per_group_and_one_output_projection
 @pytest.mark.parametrize("method", ["greedy", "beam_search"])
 def test_searches_are_independent_calls_of_the_whole_batchs_loop(model, method):
     # Two calls in the split branch plus the whole batch's: one loop, called three times.
-    search = SequenceSearch(model, max_length=8, parallel_searches=2, row_groups=False)
+    search = SequenceSearch(model, max_length=8, parallel_searches=2, row_groups=False,
+                            drop_done_rows=False)
     graph_def = search.concrete_function(method).graph.as_graph_def()
     library = {function.signature.name: function for function in graph_def.library.function}
     loops = {name for name, function in library.items()
