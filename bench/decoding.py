@@ -5,8 +5,9 @@ token the model never produces makes every row run to the limit), greedy, on one
 model with random weights. The baseline reruns the whole model on the full prefix
 at every step, as the tutorial's `Translator` does. Beam 4 (with its default
 coverage penalty) is reported relative to greedy, and beam 4 without the penalty
-(`coverage=0`) relative to beam 4 with it. Ops per step: the nodes of the decoding
-loop's body (the `FunctionDef` of the `While` op's body in the traced graph, with the
+(`coverage=0`) relative to beam 4 with it; in graph mode, searches that drop done
+rows from their step relative to ones that keep them (`_time_dropping_done_rows`).
+Ops per step: the nodes of the decoding loop's body (the `FunctionDef` of the `While` op's body in the traced graph, with the
 functions it calls), i.e. what the graph executor schedules for every generated token.
 """
 
@@ -145,3 +146,40 @@ def _run(results, preset, new_tokens, source_length, batch_sizes, jit, precision
         results.add("decoding", case, "beam 4 sentences/s without the coverage penalty",
                     batch_size / uncovered_time, "sent/s", ratio=beam_time / uncovered_time,
                     baseline="beam 4 with it, the default (what the penalty costs)")
+    if not jit:
+        _time_dropping_done_rows(results, model, label, new_tokens, source_length, repeats)
+
+
+def _time_dropping_done_rows(results, model, label, new_tokens, source_length, repeats,
+                             batch_size=32):
+    """Searches that drop done rows from their step against ones that keep them, split
+    as exports split a batch (two searches), interleaved: a batch whose rows end at
+    spread steps (each row's limit is its source length + 2, the sources 1 to
+    `source_length` + 10 tokens long, so the mean limit is about 0.55 of the longest;
+    the demo's test outputs give 0.57–0.72 in batches of 32), and one whose rows all
+    end together, where only the dropping's bookkeeping shows."""
+    from keras_transformer.decoding import SequenceSearch
+
+    never = 10**6
+    longest = source_length + 10
+    rng = np.random.default_rng(1)
+    spread = np.zeros((batch_size, longest), "int32")
+    for row, length in enumerate(rng.integers(1, longest + 1, size=batch_size)):
+        spread[row, :length] = rng.integers(4, 8000, size=length)
+    even = rng.integers(4, 8000, size=(batch_size, longest)).astype("int32")
+    for name, method, beam_width in (("greedy", "greedy", 1), ("beam 4", "beam_search", 4)):
+        dropping, keeping = (
+            SequenceSearch(model, max_length=new_tokens, extra_length=2, eos_id=never,
+                           beam_width=beam_width, row_groups=False, drop_done_rows=drop)
+            for drop in (True, False))
+        calls = []
+        for source in (spread, even):
+            calls += [lambda s=search, x=source: getattr(s, method)(x)["tokens"].numpy()
+                      for search in (dropping, keeping)]
+        times = time_interleaved(calls, repeats=rounds_for_batch(batch_size, repeats))
+        for (kind, drop_time, keep_time) in (("rows ending at spread steps", *times[:2]),
+                                             ("rows all ending together", *times[2:])):
+            results.add("decoding", f"{label}, batch {batch_size}, two searches, {kind}",
+                        f"{name} sentences/s, done rows dropped from the step",
+                        batch_size / drop_time, "sent/s", ratio=keep_time / drop_time,
+                        baseline="done rows kept in the step")

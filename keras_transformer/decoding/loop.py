@@ -14,7 +14,8 @@ the stop rule (all rows done, or L steps). The strategy owns the choice of token
 and what it keeps; it returns its own results.
 
 Without XLA the caches may grow by a position per step: the loop then gives them
-free lengths (`cache_shape`, `keras_transformer/ops/cache.py`'s `growing_shape`).
+free lengths (`cache_shape`, `keras_transformer/ops/cache.py`'s `growing_shape`), and
+it may drop done rows from the step (`drop_done_rows`).
 Under XLA every distinct input width is a compilation of the whole search, so
 sources and prompts are padded to one of a few widths first (`pad_to_static_width`).
 """
@@ -238,9 +239,9 @@ def _slots(active, all_rows):
 def drop_done_rows(step, strategy, rows, cache, cache_shape, bos_id, banned, row_inputs):
     """`decode` whose step runs only on the rows still decoding.
 
-    A batch decodes for as many steps as its longest output; in a batch of
-    translations the mean output is about 0.7 of the longest, so keeping done rows
-    in the step's matmuls wastes about a third of them. The strategy keeps every
+    A batch decodes for as many steps as its longest output; in the demo's test
+    sentences, batches of 32, the mean output is 0.57–0.72 of the longest, so done
+    rows kept in the step would take a third of its matmuls or more. The strategy keeps every
     row's state, and a done row's (frozen) scores come from any active row's. The
     step's cache and `row_inputs` keep the A active rows (`active`, ascending) and
     are gathered only when rows end, or, for a beam, with its every move, which

@@ -16,7 +16,9 @@ Serving): the cache then starts empty and grows by a position per step
 
 Every row gets its own length limit (its real source length + `extra_length`,
 capped at `max_length`, or the caller's `max_new_tokens`), and finished rows are
-frozen, so a sentence decodes the same alone and in a batch.
+frozen, so a sentence decodes the same alone and in a batch. Without XLA a batch of
+several sentences also drops its done rows from the step (`drop_done_rows`): its
+matmuls run on the rows still decoding.
 
 Without XLA a large batch's rows are split into `parallel_searches` parts of whole
 sentences that run at once, one a core: a step's ops are too small for TensorFlow to
