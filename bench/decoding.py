@@ -7,8 +7,9 @@ at every step, as the tutorial's `Translator` does. Beam 4 (with its default
 coverage penalty) is reported relative to greedy, and beam 4 without the penalty
 (`coverage=0`) relative to beam 4 with it; in graph mode, searches that drop done
 rows from their step relative to ones that keep them (`_time_dropping_done_rows`).
-Ops per step: the nodes of the decoding loop's body (the `FunctionDef` of the `While` op's body in the traced graph, with the
-functions it calls), i.e. what the graph executor schedules for every generated token.
+Ops per step: the nodes of the decoding loop's body (the `FunctionDef` of the `While`
+op's body in the traced graph, with the functions it calls), i.e. what the graph
+executor schedules for every generated token.
 """
 
 import collections

@@ -241,11 +241,12 @@ def drop_done_rows(step, strategy, rows, cache, cache_shape, bos_id, banned, row
 
     A batch decodes for as many steps as its longest output; in the demo's test
     sentences, batches of 32, the mean output is 0.57–0.72 of the longest, so done
-    rows kept in the step would take a third of its matmuls or more. The strategy keeps every
-    row's state, and a done row's (frozen) scores come from any active row's. The
-    step's cache and `row_inputs` keep the A active rows (`active`, ascending) and
-    are gathered only when rows end, or, for a beam, with its every move, which
-    gathers the cache anyway. A row decodes the same whether others ran beside it.
+    rows kept in the step would take a third of its matmuls or more. The strategy
+    keeps every row's state, and a done row's (frozen) scores come from any active
+    row's. The step's cache and `row_inputs` keep the A active rows (`active`,
+    ascending) and are gathered only when rows end, or, for a beam, with its every
+    move, which gathers the cache anyway. A row decodes the same whether others ran
+    beside it.
 
     Args: as `decode`'s (`cache_shape` must free the cache's batch axis).
 
@@ -270,7 +271,7 @@ def drop_done_rows(step, strategy, rows, cache, cache_shape, bos_id, banned, row
         log_probs = ban_tokens(next_token_log_probs(logits, bos_id=bos_id), banned)  # (A, V)
         some_done = tf.size(active) < num_rows
 
-        def every_row(x):  # (A, ...) → (R, ...), a done row reading row 0's
+        def every_row(x):  # (A, ...) → (R, ...), a done row reading the first active row's
             return tf.cond(some_done, lambda: tf.gather(x, slots), lambda: x)
 
         if wants_attention:
@@ -284,7 +285,8 @@ def drop_done_rows(step, strategy, rows, cache, cache_shape, bos_id, banned, row
             kept = tf.cast(tf.where(still)[:, 0], tf.int32)  # (A',) ascending
             sources = tf.gather(slots, kept)  # their rows' positions in the last step's
             gathered = tf.nest.map_structure(lambda x: tf.gather(x, sources), row_inputs)
-            return kept, _slots(kept, all_rows), gathered, () if moves else gather_rows(cache, sources)
+            kept_cache = () if moves else gather_rows(cache, sources)
+            return kept, _slots(kept, all_rows), gathered, kept_cache
 
         new_active, new_slots, row_inputs, dropped = tf.cond(
             ends_now, drop, lambda: (active, slots, row_inputs, () if moves else cache))

@@ -3,8 +3,9 @@
 Shape notation: B batch, S source length, K beam width, L maximum output length,
 V target vocabulary.
 
-Each search is one graph function (`graph_function`) built once per `SequenceSearch`
-and reused: the one decoding loop (`keras_transformer.decoding.loop.decode`) under
+Each search is built once per `SequenceSearch` and reused, as graph functions
+(`graph_function`; an eager call of one sentence traces only the loop it runs): the
+one decoding loop (`keras_transformer.decoding.loop.decode`) under
 `GreedySearch` or `BeamSearch`, which computes only the newest position per step
 (the decoder's self-attention reads the cache; the encoder output and the
 cross-attention keys/values are computed once per sentence). It runs with XLA
@@ -193,6 +194,9 @@ class SequenceSearch:
             tf.TensorSpec([None, None], tf.int32, name="encoder_tokens"),
             tf.TensorSpec([], tf.int32, name="max_new_tokens"),
         ]
+        # One traced encoder that every loop calls, rather than one traced per loop
+        # (about half a loop's tracing time).
+        self._encode = graph_function(self.model.encode, input_signature=signature[:1])
         # The loops may be XLA-compiled; trimming the output to its longest row is a
         # dynamic shape, so it happens in an outer graph function, as the choice
         # between the loops: "whole" runs a batch as it is, "drops" drops done rows
@@ -212,10 +216,16 @@ class SequenceSearch:
                 for kind, options in loop_kinds.items()
             }
             rows_per_sentence = make_strategy().rows_per_sentence
-            return graph_function(
-                lambda tokens, limit: self._in_groups(loops, rows_per_sentence, tokens, limit),
-                input_signature=signature,
-            )
+            # By the batch's sentences: "one" and "many" for eager calls of a known batch
+            # size, which then trace only the loops that size runs; "any" in a graph.
+            return {
+                sentences: graph_function(
+                    functools.partial(self._in_groups, loops, rows_per_sentence,
+                                      sentences=sentences),
+                    input_signature=signature,
+                )
+                for sentences in ("one", "many", "any")
+            }
 
         self._greedy = searches(self._greedy_strategy)
         self._beam = searches(self._beam_strategy)
@@ -234,7 +244,7 @@ class SequenceSearch:
             follows replaced by 0), "lengths"
             (B,) int32 and "scores" (B,) float32: the sum of log-probabilities.
         """
-        return self._greedy(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
+        return self._call(self._greedy, encoder_tokens, max_new_tokens)
 
     def beam_search(self, encoder_tokens, max_new_tokens=0):
         """Beam search of width K with GNMT's length and coverage penalties.
@@ -244,7 +254,7 @@ class SequenceSearch:
             log-probability / length_penalty (+ β · coverage_penalty), hypotheses
             sorted best first.
         """
-        return self._beam(tf.cast(encoder_tokens, tf.int32), tf.constant(max_new_tokens, tf.int32))
+        return self._call(self._beam, encoder_tokens, max_new_tokens)
 
     def run(self, strategy, encoder_tokens, max_new_tokens=0):
         """Any strategy over this model's step, e.g. sampling a translation.
@@ -274,14 +284,27 @@ class SequenceSearch:
         functions = {"greedy": self._greedy, "beam_search": self._beam}
         if method not in functions:
             raise ValueError(f"`method` must be one of {sorted(functions)}; received {method!r}.")
-        return functions[method].get_concrete_function()
+        return functions[method]["any"].get_concrete_function()
 
     # Shared pieces -------------------------------------------------------------
 
-    def _in_groups(self, loops, rows_per_sentence, encoder_tokens, max_new_tokens):
+    @staticmethod
+    def _call(functions, encoder_tokens, max_new_tokens):
+        """Calls the search for the batch: an eager batch of known size picks the
+        function for one sentence or many, a symbolic one the function for any."""
+        encoder_tokens = tf.cast(encoder_tokens, tf.int32)
+        sentences = "any"
+        if tf.executing_eagerly() and encoder_tokens.shape[0] is not None:
+            sentences = "one" if encoder_tokens.shape[0] == 1 else "many"
+        return functions[sentences](encoder_tokens, tf.constant(max_new_tokens, tf.int32))
+
+    def _in_groups(self, loops, rows_per_sentence, encoder_tokens, max_new_tokens,
+                   sentences="any"):
         """Runs the batch in one of its `loops` (by kind: "whole", "drops", "groups"),
         or, when `group_sizes` says so, split in `parallel_searches` parts: the row
-        groups' loop or one loop on each part at once; returns the trimmed output."""
+        groups' loop or one loop on each part at once; returns the trimmed output.
+        `sentences`: "one" or "many" when the batch is known to hold one sentence or
+        more, "any" to choose in the graph."""
         if self.jit_compile:
             # Padding the source changes no row: its length, mask and limit count
             # real tokens only.
@@ -291,13 +314,15 @@ class SequenceSearch:
             return _trim(loops[kind](tokens, max_new_tokens))
 
         batch_size = tf.shape(encoder_tokens)[0]
+        # One sentence has no row to drop: the plain loop's step has fewer ops.
         many = "drops" if "drops" in loops else "whole"
+        if sentences == "one":
+            return run("whole", encoder_tokens)  # too few rows to split
 
         def whole():
-            if many == "whole":
-                return run("whole", encoder_tokens)
-            # One sentence has no row to drop: the plain loop's step has fewer ops.
-            return tf.cond(batch_size > 1, lambda: run("drops", encoder_tokens),
+            if sentences == "many" or many == "whole":
+                return run(many, encoder_tokens)
+            return tf.cond(batch_size > 1, lambda: run(many, encoder_tokens),
                            lambda: run("whole", encoder_tokens))
 
         if self.parallel_searches == 1:
@@ -327,7 +352,7 @@ class SequenceSearch:
         """Runs `strategy` on the batch in the one decoding loop, the step's blocks
         on `groups` row groups (`group_sizes`), or, with `drops`, on the rows still
         decoding only (row groups hold fixed row counts, so they drop nothing)."""
-        encoder_outputs, encoder_mask = self.model.encode(encoder_tokens)
+        encoder_outputs, encoder_mask = self._encode(encoder_tokens)
         limits, length = self._row_limits(encoder_tokens, max_new_tokens)
         rows_per_sentence = strategy.rows_per_sentence
         sizes = None

@@ -29,8 +29,13 @@ def test_the_speed_benchmarks_time_batch_1_over_more_rounds(module):
         rounds.append(repeats)
         return [1.0] * len(functions)
 
+    results = Results({"preset": "tiny", "xla": "off"})
     with mock.patch.object(benchmark, "time_interleaved", fake_timing):
-        benchmark.run(Results({"preset": "tiny", "xla": "off"}), quick=True, new_tokens=4,
-                      batch_sizes=(1, 32))
-    assert rounds == [rounds_for_batch(1, 3), rounds_for_batch(32, 3)]
+        benchmark.run(results, quick=True, new_tokens=4, batch_sizes=(1, 32))
+    # Decoding then times searches that drop done rows against ones that keep them,
+    # greedy and beam 4, at batch 32.
+    extra = 2 if module == "decoding" else 0
+    assert rounds == [rounds_for_batch(1, 3)] + [rounds_for_batch(32, 3)] * (1 + extra)
     assert rounds[0] > rounds[1]
+    dropping = [row for row in results.rows if "done rows dropped" in row["metric"]]
+    assert len(dropping) == 2 * extra  # rows ending at spread steps and all together
