@@ -277,7 +277,9 @@ class SequenceSearch:
         """
         encoder_tokens = tf.cast(encoder_tokens, tf.int32)
         limit = tf.constant(max_new_tokens, tf.int32)
-        return _trim(self._search(strategy, encoder_tokens, limit, drops=self.drop_done_rows))
+        # As the compiled searches: one sentence has no row to drop.
+        drops = self.drop_done_rows and encoder_tokens.shape[0] != 1
+        return _trim(self._search(strategy, encoder_tokens, limit, drops=drops))
 
     def concrete_function(self, method="greedy"):
         """The traced graph function of `greedy` or `beam_search` (to inspect its ops)."""

@@ -130,9 +130,7 @@ def start_decoder(stack, batch_size, max_length, grow=False, transpose_output_ta
     scale = math.sqrt(stack.d_model) if stack.positions.scale_embeddings else None
     state = {
         "weights": [block.decoding_weights() for block in stack.blocks],
-        "cross_caches": cross_caches,
-        "cross_mask": cross_mask,
-        "groups": groups,
+        "groups": groups,  # each with its rows' cross-attention keys, values and mask
         "growing": bool(grow),
         "positions": signal,
         "embeddings": ops.cast(float_embeddings(embedding), embedding.compute_dtype),
@@ -200,7 +198,7 @@ def decode_token(stack, tokens, index, cache, state, return_cross_attention=Fals
     embedding = stack.embedding
     if inputs is not None:
         (group,) = state["groups"]
-        state = {**state, **inputs, "groups": [{**group, **inputs}]}
+        state = {**state, "groups": [{**group, **inputs}]}
     # Both tables were read once per search (`start_decoder`): a step gathers rows,
     # scaled as `PositionalEncoding` scales its inputs.
     x = tf.gather(state["embeddings"], tokens)

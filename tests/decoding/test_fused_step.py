@@ -138,7 +138,8 @@ def test_fused_token_step_gives_the_logits_and_caches_of_the_layer_path(
         if grow:
             expected_cache = expected_cache[:, :, :, :6]
         np.testing.assert_allclose(layer_cache, expected_cache, atol=1e-5)
-    for block, cross_cache in zip(model.backbone.decoder_blocks, state["cross_caches"]):
+    cross_caches = model.row_inputs(state)["cross_caches"]
+    for block, cross_cache in zip(model.backbone.decoder_blocks, cross_caches):
         separate = block.cross_attention.compute_key_value(encoder_outputs)
         np.testing.assert_allclose(np.stack(cross_cache, axis=1), separate, atol=1e-6)
 
